@@ -385,16 +385,11 @@ def test_f9_runs_on_cpu():
     P.assert_close_f32(run_on(_gm_map_with_let, "cpu", [-1], x), np.exp(x.astype(np.float64)) + 2.0 * x)
 
 
-F9 = ("port33 F9: a map over global tensors with a let (docs/language.md's `fns`) is 'not a vector instruction: it "
-      "contains a let', hint 'one vector instruction per store ... tile ops', where the cause is the map on GM (hint: "
-      "copy into UB first; the same body runs on tiles): select_instructions.cpp checks lets before the scope")
-
-
-@pytest.mark.xfail(strict=True, reason=F9)
-def test_f9_gm_map_with_a_let_names_the_global_buffer():
-    with pytest.raises(tw.TilewrightError) as e:
-        tw.compile(_gm_map_with_let, target=TARGET, out_idx=[-1])
-    assert "global buffer" in str(e.value) and "copy the data into UB" in str(e.value), str(e.value)
+# port33 F9 (fixed by h-gmmap33): the map over global tensors with a let was 'not a vector instruction: it contains
+# a let' on ascend910b (the cause was the map on GM); stage_global_maps stages such maps, so it runs.
+def test_f9_gm_map_with_a_let_runs_on_ascend():
+    x = np.linspace(-3, 3, 8).astype(np.float32)
+    P.assert_close_f32(run_on(_gm_map_with_let, TARGET, [-1], x), np.exp(x.astype(np.float64)) + 2.0 * x)
 
 
 # --------------------------------------------------------------------------------------------- F10: maps over GM
@@ -405,12 +400,9 @@ def _add_in_gm(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32"), C
             C[bx * 64 + i] = A[bx * 64 + i] + B[bx * 64 + i]
 
 
-F10 = ("port33 F10: docs/language.md's first kernel (a T.Parallel map reading and writing global tensors) is "
-       "'T.Parallel map on global buffer' on ascend910b (a documented limit, docs/ascend.md 'Limits'; 9 of the "
-       "reference's 30 examples): the automatic pipeline could stage such a map through UB itself")
-
-
-@pytest.mark.parametrize("target", ["cpu", pytest.param(TARGET, marks=pytest.mark.xfail(strict=True, reason=F10))])
+# port33 F10 (fixed by h-gmmap33): docs/language.md's first kernel, a map reading and writing global tensors, runs
+# on ascend910b (stage_global_maps).
+@pytest.mark.parametrize("target", ["cpu", TARGET])
 def test_f10_map_over_global_tensors(target):
     a = np.arange(128, dtype=np.float32)
     b = np.ones(128, np.float32)
@@ -444,11 +436,8 @@ def test_row_means(target, form):
     P.assert_close_f32(run_on(_row_means(form), target, [-1], x), x.astype(np.float64).mean(1))
 
 
-F11 = ("port33 F11: `mu[i] = s[i] / N` in a 2-D map runs on cpu and is on ascend910b 'does not use every loop index', "
-       "hint 'use a reduction' — the fix that runs is a 1-D map over i, which the hint does not name")
-
-
-@pytest.mark.xfail(strict=True, reason=F11)
+# port33 F11 (the hint fixed by h-gmmap33): `mu[i] = s[i] / N` in a 2-D map runs on cpu and is on ascend910b 'does
+# not use every loop index'; the hint now names the 1-D map over i that runs (test_row_means).
 def test_f11_per_row_store_in_a_2d_map():
     """Either runs (as on cpu) or the error's hint names the 1-D map."""
     x = np.random.default_rng(11).standard_normal((M, N)).astype(np.float32)

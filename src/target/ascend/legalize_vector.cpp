@@ -2868,7 +2868,8 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
     }
     if (!ok)
       fail("T.Parallel store into " + q(st->buffer->name) + " does not use every loop index: several iterations "
-           "write one element", sp, "use a reduction (T.reduce_sum / reduce_max) to combine values along a dim");
+           "write one element", sp,
+           vec::unused_index_hint(st->buffer->name));
     (void)shape_of_load(&probe, sp, /*store=*/true);
   }
   DType dt = st->buffer->dtype;

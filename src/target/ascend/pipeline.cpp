@@ -26,6 +26,7 @@
 #include "target/ascend/select_move_calls.h"
 #include "target/ascend/skew_cube_loops.h"
 #include "target/ascend/stage_global_copies.h"
+#include "target/ascend/stage_global_maps.h"
 #include "target/ascend/split_cube_vector.h"
 #include "target/ascend/split_cols.h"
 #include "target/ascend/split_rows.h"
@@ -93,6 +94,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
     log.run("split_cols", [&](const ir::Kernel& k) { return split_cols(k, col_blocks, &cols, col_copies); });  // a row in column blocks that fit UB
   log.run("pick_element", [](const ir::Kernel& k) { return transform::pick_element(k); });  // the sum of a one-column where: the element (a row kept whole)
   log.run("stage_global_copies", with_target(stage_global_copies));  // global -> global copies -> through fragment tiles
+  log.run("stage_global_maps", with_target(stage_global_maps));  // maps storing into global tensors -> through fragment tiles
   log.run("stage_gemm_operands", with_target(stage_gemm_operands));  // gemm on global tensors -> copies into tiles
   log.run("cube_row_mask", with_target(cube_row_mask));          // row masks of Cube operands -> row-tail fills
   log.run("infer_scope", with_target(infer_scope));              // shared/fragment -> L1/L0C/UB

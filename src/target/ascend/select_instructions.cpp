@@ -1983,6 +1983,9 @@ class Lowerer {
       return lower(std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0, f->body, sp), true);
     for (const auto& st : stores)  // before a let's error: an if beside lets is what serial_maps left
       if (st->kind == ir::StmtKind::If) throw Error(if_in_map(), st->span, if_in_map_hint());
+    for (const auto& st : stores)  // before a let's error: a store outside UB (an expert map over GM, port33 F9)
+      if (st->kind == ir::StmtKind::Store && as<ir::StoreNode>(st)->buffer->scope != Scope::UB)
+        (void)access(as<ir::StoreNode>(st)->buffer, as<ir::StoreNode>(st)->indices, loops, st->span);
     std::vector<StmtPtr> out;
     for (const auto& st : stores) {
       if (st->kind != ir::StmtKind::Store)

@@ -52,6 +52,11 @@ ir::Stmt pfor(const ir::Var& v, int64_t extent, const ir::Stmt& body, const ir::
   return std::make_shared<ir::ForNode>(v, C(0), C(extent), ir::ForKind::parallel, 0, body, sp);
 }
 
+std::string unused_index_hint(const std::string& buffer) {
+  return "map over the dims the store uses (a value per row: for i in T.Parallel(M): " + buffer +
+         "[i] = ...); to combine values along a dim use a reduction (T.reduce_sum / T.reduce_max)";
+}
+
 std::optional<VectorMap> vector_map(const ir::Stmt& s) {
   if (!s || s->kind != ir::StmtKind::For || as<ir::ForNode>(s)->for_kind != ir::ForKind::parallel) return std::nullopt;
   VectorMap m;

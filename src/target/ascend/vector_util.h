@@ -71,6 +71,10 @@ std::optional<ir::Stmt> region_map(const ir::Region& dst, const ir::Region& src,
 // The map dst = cast(src) (region_map), or an ir::Error at sp when the regions differ in shape.
 ir::Stmt cast_map(const ir::Region& dst, const ir::Region& src, const ir::Span& sp, Names& names);
 
+// The hint of a T.Parallel store into `buffer` that does not use every loop index (the 1-D map that
+// runs, e.g. a per-row value stored inside a 2-D map; a reduction).
+std::string unused_index_hint(const std::string& buffer);
+
 // The statements of a kernel body rewritten: f(s) returns the statements that replace s (spliced
 // into the enclosing statement list), or nullopt to keep s and visit its children; statements are
 // visited in program order.
