@@ -726,6 +726,7 @@ class Lowerer {
             if (auto it = low_.find(known->first); it != low_.end()) saved = it->second;
             low_[known->first] = std::max(known->second, saved.value_or(known->second));
           }
+          guards_.push_back(n->cond);
           t = lower(n->then_body, inside);
           if (known) {
             if (saved) low_[known->first] = *saved;
@@ -733,6 +734,7 @@ class Lowerer {
           }
         }
         StmtPtr e = lower(n->else_body, inside);
+        guards_.pop_back();
         if (!t && !e) return nullptr;
         return if_(n->cond, or_empty(t), e, sp);
       }
@@ -1823,6 +1825,20 @@ class Lowerer {
         vars.push_back(as<ir::VarNode>(x));
     });
     if (loads) return std::nullopt;
+    // a step an enclosing if may skip (`if k == 0` around x[i, j + k]) is the checker's, at run time
+    std::unordered_set<const ir::VarNode*> in_guards;
+    for (const Expr& c : guards_)
+      for_each_subexpr(c, [&](const Expr& y) { if (y->kind == ir::ExprKind::Var) in_guards.insert(as<ir::VarNode>(y)); });
+    std::function<bool(const Expr&)> guarded = [&](const Expr& x) {  // (through lets: s = k inside the if)
+      bool g = false;
+      for_each_subexpr(x, [&](const Expr& y) {
+        if (g || y->kind != ir::ExprKind::Var) return;
+        auto it = let_values_.find(as<ir::VarNode>(y));
+        g = in_guards.count(as<ir::VarNode>(y)) || (it != let_values_.end() && guarded(it->second));
+      });
+      return g;
+    };
+    if (guarded(e)) return std::nullopt;
     int64_t combos = 1;
     std::vector<std::pair<int64_t, int64_t>> rs;
     for (const auto* v : vars) {
@@ -2532,6 +2548,7 @@ class Lowerer {
   // read from GM, and lets / loop variables computed from them.
   std::unordered_set<const ir::VarNode*> runtime_;
   LetValues let_values_;  // integer lets (multiple_of looks through them)
+  std::vector<Expr> guards_;  // the conditions of the enclosing ifs (misaligned_step)
   LetValues loop_extent_;  // extents of loops from 0
   // The bounds of a let's value; a grid-stride index `x + t * c` (constant c > 0) of a loop
   // `for t in range(ceildiv(E - x, c))` (constant E: map_grid's `blk = cid + t * block_dim`) lies in
