@@ -7,6 +7,8 @@ compiled and ran before h-lead33 (the checker saw only the aligned step) and was
 naming `k = 1`, a step that never runs; a guarded 1-D copy window (`t[r * 3:r * 3 + 8]` under `if r == 0`,
 session 23's check) was rejected the same way. A start using a variable an enclosing if tests (directly or
 through a let) is now left to the checker at run time, as any run-time start is.
+R3 (fixed here): the steps enumerated a let's interval, not its values: `s = (k * 16) // 2` (0, 8, 16) was
+rejected "when s = 1"; lets are now inlined, so the steps are those of the loops and blocks.
 R2 (fixed here): h-lead33's port33 F3 hint ("any dtype (int32 / uint8 too) ... an element loop on the scalar
 unit") made test_ascend_fixes_s21.py's assertion of the old text fail; that test now checks the new text and
 the uint8 element loop the hint names runs here on both targets.
@@ -37,9 +39,9 @@ def _guarded_shift(form):
     R, C = 4, 16
 
     @T.prim_func
-    def main(X: T.Tensor((R, C + 8), "float32"), Y: T.Tensor((R, C), "float32")):
+    def main(X: T.Tensor((R, C + 16), "float32"), Y: T.Tensor((R, C), "float32")):
         with T.Kernel(1) as bx:
-            x = T.alloc_fragment((R, C + 8), "float32")
+            x = T.alloc_fragment((R, C + 16), "float32")
             y = T.alloc_fragment((R, C), "float32")
             T.copy(X[0, 0], x)
             T.fill(y, 0.0)
@@ -52,11 +54,15 @@ def _guarded_shift(form):
                     if k % 2 == 0:  # k = 0, 2: columns 0 and 8 (aligned); k = 1 never runs
                         for i, j in T.Parallel(R, C):
                             y[i, j] = y[i, j] + x[i, j + 4 * k]
-                else:  # through a let
+                elif form == "let":  # through a let
                     if k < 1:
                         s = k * 3
                         for i, j in T.Parallel(R, C):
                             y[i, j] = y[i, j] + x[i, j + s]
+                else:  # R3: no guard; the let takes 0, 8, 16, never the 1 its bounds [0, 16] allow
+                    s = (k * 16) // 2
+                    for i, j in T.Parallel(R, C):
+                        y[i, j] = y[i, j] + x[i, j + s] * 0.5
             T.copy(y, Y[0, 0])
 
     return main
@@ -74,10 +80,10 @@ def _guarded_window(X: T.Tensor((8,), "float32"), Y: T.Tensor((16,), "float32"))
 
 
 @pytest.mark.parametrize("target", ["cpu", TARGET])
-@pytest.mark.parametrize("form", ["eq0", "even", "let"])
-def test_r1_guarded_misaligned_step_runs(form, target):
-    x = np.arange(4 * 24, dtype=np.float32).reshape(4, 24)
-    want = x[:, :16] + (x[:, 8:24] if form == "even" else 0)
+@pytest.mark.parametrize("form", ["eq0", "even", "let", "let_steps"])
+def test_r1_r3_misaligned_step_that_never_runs(form, target):
+    x = np.arange(4 * 32, dtype=np.float32).reshape(4, 32)
+    want = {"even": x[:, :16] + x[:, 8:24], "let_steps": (x[:, :16] + x[:, 8:24] + x[:, 16:32]) * 0.5}.get(form, x[:, :16])
     np.testing.assert_array_equal(run_on(_guarded_shift(form), target, [-1], x), want)
 
 

@@ -1812,11 +1812,24 @@ class Lowerer {
                                      : std::string()));
   }
   // A byte offset that is not a multiple of 32 in some step: (the offset, "v = 1, ...") for the first
-  // such assignment of the offset's variables within their constant bounds (loops, block indices,
-  // lets), nullopt when it is a multiple of 32 in every assignment or some variable has no constant
-  // bounds (a run-time value: the checker reports a misaligned address at run time).
-  std::optional<std::pair<int64_t, std::string>> misaligned_step(const Expr& e) {
-    if (multiple_of(e, 32, &let_values_)) return std::nullopt;
+  // such assignment of the offset's variables within their constant bounds (loops, block indices;
+  // lets through their values), nullopt when it is a multiple of 32 in every assignment, some variable
+  // has no constant bounds (a run-time value) or an enclosing if tests one (a step that may not run):
+  // the checker reports a misaligned address at run time (review33 R1 / R3).
+  std::optional<std::pair<int64_t, std::string>> misaligned_step(const Expr& e0) {
+    if (multiple_of(e0, 32, &let_values_)) return std::nullopt;
+    // lets inlined: the steps are those of the loops and blocks (a let s = (k * 16) // 2 is never 1)
+    struct Inline : ir::Mutator {
+      const LetValues* lets = nullptr;
+      using ir::Mutator::mutate;
+      Expr mutate(const Expr& x) override {
+        if (x->kind == ir::ExprKind::Var)
+          if (auto it = lets->find(as<ir::VarNode>(x)); it != lets->end()) return mutate(it->second);
+        return ir::Mutator::mutate(x);
+      }
+    } inline_lets;
+    inline_lets.lets = &let_values_;
+    const Expr e = inline_lets.mutate(e0);
     std::vector<const ir::VarNode*> vars;
     bool loads = false;
     for_each_subexpr(e, [&](const Expr& x) {
@@ -1828,17 +1841,11 @@ class Lowerer {
     // a step an enclosing if may skip (`if k == 0` around x[i, j + k]) is the checker's, at run time
     std::unordered_set<const ir::VarNode*> in_guards;
     for (const Expr& c : guards_)
-      for_each_subexpr(c, [&](const Expr& y) { if (y->kind == ir::ExprKind::Var) in_guards.insert(as<ir::VarNode>(y)); });
-    std::function<bool(const Expr&)> guarded = [&](const Expr& x) {  // (through lets: s = k inside the if)
-      bool g = false;
-      for_each_subexpr(x, [&](const Expr& y) {
-        if (g || y->kind != ir::ExprKind::Var) return;
-        auto it = let_values_.find(as<ir::VarNode>(y));
-        g = in_guards.count(as<ir::VarNode>(y)) || (it != let_values_.end() && guarded(it->second));
+      for_each_subexpr(inline_lets.mutate(c), [&](const Expr& y) {
+        if (y->kind == ir::ExprKind::Var) in_guards.insert(as<ir::VarNode>(y));
       });
-      return g;
-    };
-    if (guarded(e)) return std::nullopt;
+    if (std::any_of(vars.begin(), vars.end(), [&](const ir::VarNode* v) { return in_guards.count(v) > 0; }))
+      return std::nullopt;
     int64_t combos = 1;
     std::vector<std::pair<int64_t, int64_t>> rs;
     for (const auto* v : vars) {
