@@ -7,6 +7,8 @@ compiled and ran before h-lead33 (the checker saw only the aligned step) and was
 naming `k = 1`, a step that never runs; a guarded 1-D copy window (`t[r * 3:r * 3 + 8]` under `if r == 0`,
 session 23's check) was rejected the same way. A start using a variable an enclosing if tests (directly or
 through a let) is now left to the checker at run time, as any run-time start is.
+R4 (open, strict xfail): `y[j] = x[j] + c` / `x[j] // c` with int32 tiles and an int64 scalar parameter c is an
+error on ascend910b (also on h-ascwrap33's build) whose hints are not fixes; cpu runs both (controls here).
 R3 (fixed here): the steps enumerated a let's interval, not its values: `s = (k * 16) // 2` (0, 8, 16) was
 rejected "when s = 1"; lets are now inlined, so the steps are those of the loops and blocks.
 R2 (fixed here): h-lead33's port33 F3 hint ("any dtype (int32 / uint8 too) ... an element loop on the scalar
@@ -251,3 +253,52 @@ def test_int64_scalar_label_in_one_row():
         want = (np.where(j == n, x, 0) + np.where(j + 2 >= n, 1.0, 0)).astype(np.float32)
         for target in ("cpu", TARGET):
             np.testing.assert_array_equal(run_on(_scalar_label_row, target, [-1], x, n), want, err_msg=f"{target} {n}")
+
+
+# --------------------------------------------------------------------------------------------- R4 (open)
+def _int32_plus_int64_scalar(form):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "int32"), c: T.int64, Y: T.Tensor((N,), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((N,), "int32")
+            y = T.alloc_fragment((N,), "int32")
+            T.copy(X, x)
+            for j in T.Parallel(N):
+                if form == "add":
+                    y[j] = x[j] + c  # int64 arithmetic, wrapped into int32 at the store
+                elif form == "floordiv":
+                    y[j] = x[j] // c
+                else:  # the same sum: the store wraps modulo 2^32 either way
+                    y[j] = x[j] + T.cast(c, "int32")
+            T.copy(y, Y)
+
+    return main
+
+
+def _int32_plus_int64_scalar_case(form, target):
+    x = np.array([0, 1, -1, 7, -8, 1000, -1000, 123456, -987654, 5, 6, 7, 8], np.int32)
+    for c in (3, 2 ** 32 + 5, -2 ** 40 - 7):  # (sums within int32 after the wrap: the checker reports leaving it)
+        want = x.astype(np.int64) // c if form == "floordiv" else x.astype(np.int64) + c
+        want = want.astype(np.int32)  # (astype wraps, as the int32 store does)
+        np.testing.assert_array_equal(run_on(_int32_plus_int64_scalar(form), target, [-1], x, c), want,
+                                      err_msg=f"{target} {form} c={c}")
+
+
+@pytest.mark.parametrize("target", ["cpu", TARGET])
+def test_r4_int32_tile_plus_a_cast_int64_scalar_runs(target):
+    _int32_plus_int64_scalar_case("cast", target)
+
+
+@pytest.mark.parametrize("form", ["add", "floordiv"])
+def test_r4_int32_tile_with_an_int64_scalar_runs_on_cpu(form):
+    _int32_plus_int64_scalar_case(form, "cpu")
+
+
+@pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
+                   reason="review33 R4: y[j] = x[j] + c / x[j] // c (int32 tiles, an int64 scalar parameter c) is an "
+                          "error on ascend910b ('conversion from int32 to int64', hint: h-labels33's label forms; "
+                          "'// on int64 tile data', hint T.cast(x, \"int32\")), though the sum wraps like "
+                          "x[j] + T.cast(c, \"int32\"), which runs; neither hint is a fix (T.cast(c, \"int32\") changes the quotient)")
+@pytest.mark.parametrize("form", ["add", "floordiv"])
+def test_r4_int32_tile_with_an_int64_scalar(form):
+    _int32_plus_int64_scalar_case(form, TARGET)
