@@ -11,9 +11,9 @@ R4 (open, strict xfail): `y[j] = x[j] + c` / `x[j] // c` with int32 tiles and an
 error on ascend910b (also on h-ascwrap33's build) whose hints are not fixes; cpu runs both (controls here).
 R3 (fixed here): the steps enumerated a let's interval, not its values: `s = (k * 16) // 2` (0, 8, 16) was
 rejected "when s = 1"; lets are now inlined, so the steps are those of the loops and blocks.
-R2 (fixed here): h-lead33's port33 F3 hint ("any dtype (int32 / uint8 too) ... an element loop on the scalar
-unit") made test_ascend_fixes_s21.py's assertion of the old text fail; that test now checks the new text and
-the uint8 element loop the hint names runs here on both targets.
+R2: h-lead33's port33 F3 hint ("any dtype (int32 / uint8 too) ... an element loop on the scalar unit") made
+test_ascend_fixes_s21.py's assertion of the old text fail (the lead updated it, bc9edbf6); the uint8 element loop
+the hint names runs here on both targets.
 The label probes (no finding): the comparison forms h-labels33's tests do not cover — an offset or reversed
 column (`j + 3 < lab[i]`, `N - 1 - j == lab[i]`, `i + j >= lab[i]`, `j + bx * 5 == lab[i]`), a label used twice
 and as a gather index in one map, two columns of a 2-D int64 label tile, a masked `if j < lab[i]` store, the
