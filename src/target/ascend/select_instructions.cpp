@@ -726,6 +726,7 @@ class Lowerer {
             if (auto it = low_.find(known->first); it != low_.end()) saved = it->second;
             low_[known->first] = std::max(known->second, saved.value_or(known->second));
           }
+          guards_.push_back(n->cond);
           t = lower(n->then_body, inside);
           if (known) {
             if (saved) low_[known->first] = *saved;
@@ -733,6 +734,7 @@ class Lowerer {
           }
         }
         StmtPtr e = lower(n->else_body, inside);
+        guards_.pop_back();
         if (!t && !e) return nullptr;
         return if_(n->cond, or_empty(t), e, sp);
       }
@@ -1810,11 +1812,24 @@ class Lowerer {
                                      : std::string()));
   }
   // A byte offset that is not a multiple of 32 in some step: (the offset, "v = 1, ...") for the first
-  // such assignment of the offset's variables within their constant bounds (loops, block indices,
-  // lets), nullopt when it is a multiple of 32 in every assignment or some variable has no constant
-  // bounds (a run-time value: the checker reports a misaligned address at run time).
-  std::optional<std::pair<int64_t, std::string>> misaligned_step(const Expr& e) {
-    if (multiple_of(e, 32, &let_values_)) return std::nullopt;
+  // such assignment of the offset's variables within their constant bounds (loops, block indices;
+  // lets through their values), nullopt when it is a multiple of 32 in every assignment, some variable
+  // has no constant bounds (a run-time value) or an enclosing if tests one (a step that may not run):
+  // the checker reports a misaligned address at run time (review33 R1 / R3).
+  std::optional<std::pair<int64_t, std::string>> misaligned_step(const Expr& e0) {
+    if (multiple_of(e0, 32, &let_values_)) return std::nullopt;
+    // lets inlined: the steps are those of the loops and blocks (a let s = (k * 16) // 2 is never 1)
+    struct Inline : ir::Mutator {
+      const LetValues* lets = nullptr;
+      using ir::Mutator::mutate;
+      Expr mutate(const Expr& x) override {
+        if (x->kind == ir::ExprKind::Var)
+          if (auto it = lets->find(as<ir::VarNode>(x)); it != lets->end()) return mutate(it->second);
+        return ir::Mutator::mutate(x);
+      }
+    } inline_lets;
+    inline_lets.lets = &let_values_;
+    const Expr e = inline_lets.mutate(e0);
     std::vector<const ir::VarNode*> vars;
     bool loads = false;
     for_each_subexpr(e, [&](const Expr& x) {
@@ -1823,6 +1838,14 @@ class Lowerer {
         vars.push_back(as<ir::VarNode>(x));
     });
     if (loads) return std::nullopt;
+    // a step an enclosing if may skip (`if k == 0` around x[i, j + k]) is the checker's, at run time
+    std::unordered_set<const ir::VarNode*> in_guards;
+    for (const Expr& c : guards_)
+      for_each_subexpr(inline_lets.mutate(c), [&](const Expr& y) {
+        if (y->kind == ir::ExprKind::Var) in_guards.insert(as<ir::VarNode>(y));
+      });
+    if (std::any_of(vars.begin(), vars.end(), [&](const ir::VarNode* v) { return in_guards.count(v) > 0; }))
+      return std::nullopt;
     int64_t combos = 1;
     std::vector<std::pair<int64_t, int64_t>> rs;
     for (const auto* v : vars) {
@@ -2542,6 +2565,7 @@ class Lowerer {
   // read from GM, and lets / loop variables computed from them.
   std::unordered_set<const ir::VarNode*> runtime_;
   LetValues let_values_;  // integer lets (multiple_of looks through them)
+  std::vector<Expr> guards_;  // the conditions of the enclosing ifs (misaligned_step)
   LetValues loop_extent_;  // extents of loops from 0
   // The bounds of a let's value; a grid-stride index `x + t * c` (constant c > 0) of a loop
   // `for t in range(ceildiv(E - x, c))` (constant E: map_grid's `blk = cid + t * block_dim`) lies in
