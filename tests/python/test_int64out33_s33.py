@@ -28,9 +28,9 @@ BM = 8
 FORMS = ["serial", "map", "copy_tile", "copy_gm"]
 
 
-def _argmax_int64(M, N, form):
+def _argmax_int64(M, N, form, BM=BM):
     """argmax along rows into an int64 tensor (ties: the lowest index; a row with a NaN: its first NaN, as
-    np.argmax), the int32 indices converted into int64 in one of the forms users write."""
+    np.argmax), the int32 indices converted into int64 in one of the forms users write (port33 F4)."""
 
     @T.prim_func
     def k(X: T.Tensor((M, N), "float32"), I: T.Tensor((M,), "int64")):
