@@ -235,3 +235,38 @@ def test_scalar_reads_of_a_gemm_result(M):
     c = a.astype(np.float64) @ b.astype(np.float64)
     got = run_on(_gemm_reads(M, pts), TARGET, [-1], a, b)
     np.testing.assert_array_equal(got, np.array([c[r, k] for r, k in pts], np.float32))
+
+
+@T.prim_func
+def _gemm_row_loop_other_rows(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16"),
+                              Y: T.Tensor((16, 16), "float32"), D: T.Tensor((16,), "float32")):
+    with T.Kernel(1) as bx:
+        a = T.alloc_shared((16, 16), "float16")
+        b = T.alloc_shared((16, 16), "float16")
+        c = T.alloc_fragment((16, 16), "float32")
+        d = T.alloc_fragment((16,), "float32")
+        T.copy(A, a)
+        T.copy(B, b)
+        T.clear(c)
+        T.gemm(a, b, c)
+        for r in T.serial(16):
+            d[r] = c[15 - r, r]  # the anti-diagonal: rows of both Vector cores' halves
+        for r in T.serial(16):
+            c[r, 0] = c[15 - r, 1]  # element stores and reads at other rows than the loop's own
+        T.copy(c, Y)
+        T.copy(d, D)
+
+
+def test_row_loop_elements_at_other_rows():
+    """ascend910b only (as above): a row loop's element accesses at other rows keep the gemm result whole (they
+    were the error 'a loop over rows that accesses 'c' at other rows than the loop's own')."""
+    rng = np.random.default_rng(1)
+    a = rng.integers(-3, 4, (16, 16)).astype(np.float16)
+    b = rng.integers(-3, 4, (16, 16)).astype(np.float16)
+    c = a.astype(np.float64) @ b.astype(np.float64)
+    d = np.array([c[15 - r, r] for r in range(16)])
+    for r in range(16):
+        c[r, 0] = c[15 - r, 1]
+    y, got_d = run_on(_gemm_row_loop_other_rows, TARGET, [2, 3], a, b)
+    np.testing.assert_array_equal(y, c)
+    np.testing.assert_array_equal(got_d, d)
