@@ -93,11 +93,11 @@ bool int64_element_map(const std::vector<ir::Stmt>& items) {
     if (it->kind != ir::StmtKind::Store) return false;
     auto* st = as<ir::StoreNode>(it);
     if (st->buffer->dtype != i64 || st->buffer->scope != ir::Scope::UB) return false;
-    if (st->value->kind == ir::ExprKind::Load && st->value->dtype == i64) return false;
     bool scalar_unit = true;
     ir::for_each_expr(st->value, [&](const ir::Expr& x) {
+      const bool load = x->kind == ir::ExprKind::Load;
       scalar_unit = scalar_unit && x->kind != ir::ExprKind::Call &&
-                    !(x->kind == ir::ExprKind::Load && as<ir::LoadNode>(x)->buffer->scope != ir::Scope::UB);
+                    !(load && (as<ir::LoadNode>(x)->buffer->scope != ir::Scope::UB || x->dtype == i64));
     });
     if (!scalar_unit) return false;
   }
