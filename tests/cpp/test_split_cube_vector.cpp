@@ -113,8 +113,19 @@ TEST(SplitCubeVector, RowLoopOneRowMapIsTheLoopsRow) {
   has("c[r_v, j] = c[r_v, j] * 2.0");
 }
 
+// Session 33 (hunt33 F7): an element store or read of a row tile outside a map at a row other than
+// the loop's own keeps the tile whole on both AIVs (it was this error; whole, the kernel runs right).
+TEST(SplitCubeVector, RowLoopElementAtAnotherRowKeepsTheTileWhole) {
+  std::string out = split(with_row_loop("    copy W[r:+1, 0:+64] -> c[r:+1, 0:+64]\n    c[63 - r, 0] = 1.0\n"));
+  auto has = [&](const std::string& line) { EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out; };
+  has("alloc c: UB float32[64, 64]");
+  has("for r_v in serial(0, 64) {");
+  has("c[63 - r_v, 0] = 1.0");
+}
+
 TEST(SplitCubeVector, RowLoopTouchingAnotherRowIsAnError) {
-  std::string in = with_row_loop("    copy W[r:+1, 0:+64] -> c[r:+1, 0:+64]\n    c[63 - r, 0] = 1.0\n");
+  std::string in = with_row_loop("    copy W[r:+1, 0:+64] -> c[r:+1, 0:+64]\n    for i in parallel(0, 1) {\n"
+                                 "      for j in parallel(0, 64) {\n        c[63 - r + i, j] = 1.0\n      }\n    }\n");
   try {
     split(in);
     FAIL() << "expected an error";

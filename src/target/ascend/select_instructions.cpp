@@ -15,6 +15,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "target/ascend/plan_memory.h"
+#include "target/ascend/vector_util.h"
 #include "transform/simplify.h"
 
 namespace tw::ascend {
@@ -1960,6 +1961,16 @@ class Lowerer {
            "loop (`for i, j in T.Parallel(m, n): if cond: ... elif j < k: ...`); store each strided element once "
            "per arm";
   }
+  // The map nest f with every T.Parallel loop serial (an element loop on the scalar unit).
+  static ir::Stmt serial_nest(const ir::ForNode* f) {
+    ir::Stmt b = f->body;
+    while (b && b->kind == ir::StmtKind::Seq && as<ir::SeqNode>(b)->body.size() == 1) b = as<ir::SeqNode>(b)->body[0];
+    if (b && b->kind == ir::StmtKind::For && as<ir::ForNode>(b)->for_kind == ir::ForKind::parallel)
+      b = serial_nest(as<ir::ForNode>(b));
+    else
+      b = f->body;
+    return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0, b, f->span);
+  }
   StmtPtr lower_map(const ir::ForNode* f, const Span& sp) {
     std::vector<Loop> loops;
     ir::Stmt body;
@@ -1978,6 +1989,8 @@ class Lowerer {
       body = b;
       break;
     }
+    // stores into int64 tiles of converted values (vec::int64_element_map): an element loop nest on the scalar unit
+    if (body && vec::int64_element_map(ir::stmts_of(body))) return lower(serial_nest(f), true);
     // `if j < n { store }` around the body (j the innermost index, n a scalar): the map covers
     // min(extent, n) columns, a runtime count (legalize_vector's masks).
     if (body && body->kind == ir::StmtKind::If) {

@@ -51,7 +51,9 @@
 //  - scalar reads of UB tiles (Vector core): ScalarLoad from UB (LocalTensor::GetValue), the same
 //    way; element stores into UB tiles outside a map: ScalarStore (LocalTensor::SetValue) after the
 //    loads its value and indices need (no math functions: an error); a 1-D T.Parallel map over a
-//    column of tiles (no vector instruction: unaligned elements) runs as a serial loop of those.
+//    column of tiles (no vector instruction: unaligned elements) runs as a serial loop of those, and
+//    so does a map storing converted values into int64 tiles (vec::int64_element_map: no int64
+//    Cast or arithmetic on the Vector core; session 33, port33 F4).
 //    Elements of L1/L0 tiles and element stores into GM tensors are errors;
 //  - T.set_flag / wait_flag / pipe_barrier / set_cross_flag / wait_cross_flag: exactly as written
 //    (there is no automatic synchronisation in expert mode).

@@ -612,6 +612,26 @@ class Splitter {
         partial(ir::as<ir::CopyNode>(s)->dst);
       }
     });
+    // An element of a row tile read or written outside a map at a row that is not a row loop's r
+    // (`o[1] = c[15, 15]` after a gemm: hunt33 F7) stays whole: the row is not this AIV's row.
+    std::unordered_set<const void*> in_map;
+    ir::for_each_stmt(body, [&](const Stmt& s) {
+      if (!is_map(s)) return;
+      ir::for_each_stmt(s, [&](const Stmt& x) { in_map.insert(x.get()); });
+      ir::for_each_expr(s, [&](const Expr& e) { in_map.insert(e.get()); });
+    });
+    auto element = [&](const void* n, const Buffer& b, const std::vector<Expr>& idx) {
+      auto it = rows.find(b.get());
+      if (it == rows.end() || in_map.count(n) || idx.empty()) return;
+      auto rl = row_loops.find(idx[0]->kind == ir::ExprKind::Var ? ir::as<ir::VarNode>(idx[0]) : nullptr);
+      if (rl == row_loops.end() || rl->second != it->second) whole.insert(it->second);
+    };
+    ir::for_each_stmt(body, [&](const Stmt& s) {
+      if (s->kind == StmtKind::Store) element(s.get(), ir::as<ir::StoreNode>(s)->buffer, ir::as<ir::StoreNode>(s)->indices);
+    });
+    ir::for_each_expr(body, [&](const Expr& e) {
+      if (e->kind == ir::ExprKind::Load) element(e.get(), ir::as<ir::LoadNode>(e)->buffer, ir::as<ir::LoadNode>(e)->indices);
+    });
     for (auto it = rows.begin(); it != rows.end();) it = whole.count(it->second) ? rows.erase(it) : std::next(it);
     for (int64_t M : whole) split_rows_.erase(M);
     RowSplit rs(*this, rows);

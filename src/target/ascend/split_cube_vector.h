@@ -72,7 +72,8 @@
 //    Each hand-off tile has its own M (paged decode: the G query rows of the scores and the
 //    N = pages x page rows of V). Tiles of an odd M (MHA's one query row, a page of 5 rows), and
 //    of an M whose tiles a copy or fill writes in part (a page into rows jj * page ..; not a row
-//    loop's row r), or a reduction reads across the rows (a column sum of a gemm result), stay whole:
+//    loop's row r), or a reduction reads across the rows (a column sum of a gemm result), or an element
+//    is read or stored outside a map at a row other than a row loop's r (`o[1] = c[15, 15]`), stay whole:
 //    both AIVs compute them alike; AIV 0 alone stores them to GM (`if vid == 0`), and each AIV
 //    writes a hand-off to the Cube into its own half of the workspace (twice the rows; the Cube
 //    reads AIV 0's), so both run the same instructions and insert_sync's flags are on every path.

@@ -88,8 +88,25 @@ std::optional<VectorMap> vector_map(const ir::Stmt& s) {
         if (sc != ir::Scope::UB && sc != ir::Scope::global) vector_code = false;
       }
     });
-  if (!vector_code) return std::nullopt;
+  if (!vector_code || int64_element_map(m.items)) return std::nullopt;
   return m;
+}
+
+bool int64_element_map(const std::vector<ir::Stmt>& items) {
+  const ir::DType i64{ir::DTypeCode::i64};
+  for (const auto& it : items) {
+    if (it->kind != ir::StmtKind::Store) return false;
+    auto* st = as<ir::StoreNode>(it);
+    if (st->buffer->dtype != i64 || st->buffer->scope != ir::Scope::UB) return false;
+    bool scalar_unit = true;
+    ir::for_each_expr(st->value, [&](const ir::Expr& x) {
+      const bool load = x->kind == ir::ExprKind::Load;
+      scalar_unit = scalar_unit && x->kind != ir::ExprKind::Call &&
+                    !(load && (as<ir::LoadNode>(x)->buffer->scope != ir::Scope::UB || x->dtype == i64));
+    });
+    if (!scalar_unit) return false;
+  }
+  return !items.empty();
 }
 
 std::vector<int64_t> const_extents(const ir::Region& r) {

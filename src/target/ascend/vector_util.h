@@ -55,6 +55,14 @@ struct VectorMap {
 // nullopt for any other statement (other maps are left to select_instructions, which reports them).
 std::optional<VectorMap> vector_map(const ir::Stmt& s);
 
+// A map body (items) of stores into int64 UB tiles of converted or computed values (idx64[i] = idx[i] of an
+// int32 / int8 / uint8 / bool tile, a -1 sentinel, a T.where of them): the Vector core has no int64
+// arithmetic and dav-c220 no Cast into int64, so it is no vector code (vector_map) and select_instructions
+// runs it as an element loop on the scalar unit (GetValue / SetValue, the value converted by a C++ cast).
+// Values with a math function, a GM read or a read of an int64 tile are not (int64 arithmetic and int64
+// copies keep their own rules).
+bool int64_element_map(const std::vector<ir::Stmt>& items);
+
 // The constant extents of a region (-1 for a runtime extent).
 std::vector<int64_t> const_extents(const ir::Region& r);
 
