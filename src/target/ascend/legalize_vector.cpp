@@ -249,7 +249,7 @@ bool mask_condition(const Expr& c, const ir::VarNode* vi, const ir::VarNode* vj)
 
 enum class Shape : uint8_t { Scalar, Full, Row, Col };
 
-enum class OpKind : uint8_t { Leaf, Bin, Call, Cast, Copy, Where, Sel, Iota, Gather };
+enum class OpKind : uint8_t { Leaf, Bin, Call, Cast, Copy, Where, Sel, Iota, Gather, Elem };
 
 struct Node {
   OpKind kind = OpKind::Leaf;
@@ -273,6 +273,9 @@ struct Node {
   // (MapLowering::gather)
   bool flat = false;
   int64_t pcols = 0;
+  // Elem: `scalar` computed element by element on the scalar unit (a serial loop of GetValue / SetValue),
+  // its tile operands the variables `holes` standing for args (MapLowering::element_loop)
+  std::vector<Var> holes;
   double limit = HUGE_VAL;  // a bound on |value| proven where the node is made (bound(): int8 quotients)
   Span span;
 };
@@ -353,7 +356,10 @@ class MapLowering {
   int clamp_past_int32(int x, const Expr& lo, const Expr& hi, const Span& sp);  // min(max(x, lo), hi) (definition)
   std::optional<int> int32_clamp_chain(const Expr& e);  // nested T.max / T.min with scalars (definition)
   int add_past_int32(int x, const Expr& c, const Span& sp);  // int32 x + c, c may leave int32 (definition)
+  int add_sub_past_int32(ir::BinOp op, int a, int b, bool wrapped, const Span& sp);  // (definition)
   int divide_past_int32(ir::BinOp op, int x, const Expr& c, bool wrapped, const Span& sp);  // x // c, x % c (definition)
+  int element_loop(const Expr& e, DType t, const Span& sp);  // e as t on the scalar unit (definition)
+  bool past_operand(const Expr& e) const;  // int32 + - * of tile data and a scalar past int32 (definition)
   bool past_scalar(int x) const;  // an integer scalar node that may hold a value outside int32 (definition)
   void unstored_past_int32(const Expr& e, bool wraps);  // hunt32 F8 (definition); records wrapped_
   // the store's integer subexpressions whose value is wrapped into int32 or narrower before anything else
@@ -444,6 +450,8 @@ class Legalizer {
       if (s->kind == ir::StmtKind::Store && as<ir::StoreNode>(s)->buffer->scope == Scope::global)
         written_.insert(as<ir::StoreNode>(s)->buffer.get());
     });
+    for (size_t k = 0; k < k_->block_vars.size() && k < k_->grid.size(); ++k)
+      loop_bounds_[k_->block_vars[k].get()] = {ir::int_imm(0, k_->block_vars[k]->dtype), k_->grid[k]};
     frames_.push_back(Frame{});
     return vec::with_body(k_, visit_body(k_->body));
   }
@@ -474,7 +482,12 @@ class Legalizer {
     switch (c->kind) {
       case ir::ExprKind::Var: {
         auto it = let_values_.find(as<ir::VarNode>(c));
-        return it != let_values_.end() ? scalar_range(it->second) : dtype_range(c->dtype);
+        if (it != let_values_.end()) return scalar_range(it->second);
+        if (auto lb = loop_bounds_.find(as<ir::VarNode>(c)); lb != loop_bounds_.end()) {
+          auto lo = scalar_range(lb->second.first), ext = scalar_range(lb->second.second);
+          if (lo && ext) return R{lo->first, std::max(lo->first, lo->second + ext->second - 1)};  // min + extent - 1
+        }
+        return dtype_range(c->dtype);
       }
       case ir::ExprKind::Load: return dtype_range(c->dtype);
       case ir::ExprKind::Cast: {
@@ -653,6 +666,7 @@ class Legalizer {
   std::vector<Frame> frames_;
   std::unordered_map<const ir::VarNode*, int> depth_;
   std::unordered_map<const ir::VarNode*, Expr> let_values_;  // may_leave_int32
+  std::unordered_map<const ir::VarNode*, std::pair<Expr, Expr>> loop_bounds_;  // block / serial loop vars: min, extent
   bool plain_max_min_ = false;  // see plain_max_min()
   bool in_chunk_ = false;  // inside in_row_chunks: maps are not chunked again (the rows are bounded)
 
@@ -750,6 +764,7 @@ class Legalizer {
       case ir::StmtKind::For: {
         auto* f = as<ir::ForNode>(s);
         if (f->for_kind == ir::ForKind::parallel) return rewrite_map(s);
+        loop_bounds_[f->var.get()] = {f->min, f->extent};
         Stmt body = in_frame(false, {f->var.get()}, [&] { return visit_body(f->body); });
         if (body == f->body) return {s};
         return {std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, sp)};
@@ -1644,6 +1659,7 @@ double MapLowering::bound(int x) const {
     case OpKind::Sel: return std::max(bound(n.args[2]), bound(n.args[3]));
     case OpKind::Iota: return static_cast<double>(extent_of(as<ir::VarNode>(n.scalar)));
     case OpKind::Gather: return range(n.dtype);
+    case OpKind::Elem: return HUGE_VAL;
   }
   return HUGE_VAL;
 }
@@ -1708,16 +1724,6 @@ int MapLowering::bin(ir::BinOp op, int a, int b, const Span& sp) {
   if ((op == ir::BinOp::Max || op == ir::BinOp::Min) && exact_f16(a) && exact_f16(b))
     t = kF16;
   if (single_f16_ && exact_f16(a) && exact_f16(b)) t = kF16;
-  // int32 tile data +- a scalar that may leave int32: exact, or an overflow report where the value leaves
-  // int32 (add_past_int32); c - x as ~x + (c + 1) (~x = -1 - x never leaves int32)
-  if (t == kI32 && (op == ir::BinOp::Add || op == ir::BinOp::Sub) && (past_scalar(a) != past_scalar(b)) &&
-      nodes_[past_scalar(a) ? b : a].shape != Shape::Scalar) {
-    const DType i64{DTypeCode::i64};
-    const Expr c = ir::cast(nodes_[past_scalar(a) ? a : b].scalar, i64, sp);  // a copy: nodes_ grows
-    if (op == ir::BinOp::Add) return add_past_int32(past_scalar(a) ? b : a, c, sp);
-    if (past_scalar(b)) return add_past_int32(a, ir::arith::sub(ir::int_imm(0, i64, sp), c), sp);
-    return add_past_int32(bit_not(b, sp), ir::arith::add(c, ir::int_imm(1, i64, sp)), sp);
-  }
   if (nodes_[a].shape != Shape::Scalar || nodes_[b].shape != Shape::Scalar) {
     a = to_type(a, t, sp);
     b = to_type(b, t, sp);
@@ -1932,6 +1938,77 @@ int MapLowering::add_past_int32(int x, const Expr& c, const Span& sp) {
     rest = ir::arith::sub(rest, piece);
   }
   return x;
+}
+
+// hunt33 F2 / F5: a value the vector units cannot compute exactly (int64 arithmetic of tile data and a
+// scalar past int32, whose result is converted to float32 or divided) computed element by element on the
+// scalar unit, in int64 as the language does: each tile operand (a load, built as a node: UB, staged GM,
+// gathered) becomes a hole the loop reads with GetValue, the rest (scalars, the map's indices) is scalar
+// code; the result is stored (SetValue) as t. Slow (docs/ascend.md "Element loops": about 12 cycles an
+// element), taken only where a scalar operand may leave int32.
+int MapLowering::element_loop(const Expr& e, DType t, const Span& sp) {
+  Node n;
+  struct Holes : ir::Mutator {
+    MapLowering& m;
+    Node& n;
+    Holes(MapLowering& m, Node& n) : m(m), n(n) {}
+    Expr mutate(const Expr& x) override {
+      if (x->kind != ir::ExprKind::Load) return ir::Mutator::mutate(x);
+      Var h = m.L_.fresh_var("elem", x->span);
+      h = ir::var(h->name, x->dtype, x->span);
+      n.holes.push_back(h);
+      n.args.push_back(m.materialize(m.build(x), Shape::Full, x->span));
+      return h;
+    }
+  } holes(*this, n);
+  n.scalar = holes.mutate(e);
+  n.kind = OpKind::Elem;
+  n.shape = Shape::Full;
+  n.dtype = t;
+  n.span = sp;
+  return push(std::move(n));
+}
+
+// An int32 +, - or * in e (no deeper than its arithmetic) with a scalar operand that may leave int32 and an
+// operand that is tile data or a map index: the vector call's int32 scalar is not the language's value.
+bool MapLowering::past_operand(const Expr& e) const {
+  auto is_scalar = [&](const Expr& x) { return !has_load(x) && !uses_var(x, vj()) && !(vi() && uses_var(x, vi())); };
+  if (e->kind == ir::ExprKind::Unary) return past_operand(as<ir::UnaryNode>(e)->a);
+  if (e->kind != ir::ExprKind::Binary || !e->dtype.is_int()) return false;
+  auto* b = as<ir::BinaryNode>(e);
+  if (b->op != ir::BinOp::Add && b->op != ir::BinOp::Sub && b->op != ir::BinOp::Mul) return false;
+  for (const Expr& o : {b->a, b->b})
+    if (is_scalar(o) && !is_scalar(o.get() == b->a.get() ? b->b : b->a) && L_.may_leave_int32(o)) return true;
+  return past_operand(b->a) || past_operand(b->b);
+}
+
+// int32 a + b, a - b, one of them a scalar c that may leave int32, the other tile data x; c - x as ~x + (c + 1)
+// (~x = -1 - x never leaves int32; hunt33 F4). Wrapped (the value is stored into int32 or narrower before
+// anything sees it): x + c modulo 2^32 with no step leaving int32 (the single Adds of static_cast<int32_t>(c)
+// left it where x + c fits: hunt32 F2's report, hunt33 F4's form): w = c wrapped into int32 on the scalar
+// unit; where x and w have the same sign, x ^ INT32_MIN (x + 2^31 modulo 2^32) has the other, so the sum
+// fits, and ^ INT32_MIN again adds 2^31 back; elsewhere x + w fits as it is: ((x ^ f) + w) ^ f with
+// f = INT32_MIN * [sign(x) == sign(w)] = INT32_MIN * ((x >> 31) * g + h), g, h = 1, 1 (w >= 0) or -1, 0.
+// Seen unwrapped (a comparison, a division, a float cast): exact, or a report where the value leaves
+// int32 (add_past_int32; hunt33 F5).
+int MapLowering::add_sub_past_int32(ir::BinOp op, int a, int b, bool wrapped, const Span& sp) {
+  const DType i64{DTypeCode::i64};
+  const bool c_left = past_scalar(a);
+  const Expr c = ir::cast(nodes_[c_left ? a : b].scalar, i64, sp);
+  const int x = c_left ? b : a;
+  Expr k = op == ir::BinOp::Add ? c : c_left ? ir::arith::add(c, ir::int_imm(1, i64, sp)) : ir::arith::sub(ir::int_imm(0, i64, sp), c);
+  int base = op == ir::BinOp::Sub && c_left ? bit_not(x, sp) : x;
+  if (!wrapped) return add_past_int32(base, k, sp);
+  auto i32 = [&](int64_t v) { return ir::int_imm(v, kI32, sp); };
+  const Expr w = ir::cast(k, kI32, sp);
+  const Expr w_nonneg = ir::binary(ir::BinOp::GE, w, i32(0), sp);
+  base = to_type(base, kI32, sp);
+  int same = bin(ir::BinOp::Mul, bin(ir::BinOp::Shr, base, leaf_scalar(i32(31)), sp),
+                 leaf_scalar(ir::select(w_nonneg, i32(1), i32(-1), sp)), sp);
+  same = bin(ir::BinOp::Add, same, leaf_scalar(ir::select(w_nonneg, i32(1), i32(0), sp)), sp);
+  const int f = bin(ir::BinOp::Mul, same, leaf_scalar(i32(INT32_MIN)), sp);
+  int r = bin(ir::BinOp::Add, bitwise(ir::BinOp::BitXor, base, f, sp), leaf_scalar(w), sp);
+  return bitwise(ir::BinOp::BitXor, r, f, sp);
 }
 
 // hunt33 F2: int32 x // c and x % c (Python's floor rules) where the scalar c may leave int32. Inside
@@ -2407,6 +2484,7 @@ int MapLowering::build_uncached(const Expr& e) {
       }
       if (arith_8bit(v) && !small_int(t) && t != DType(DTypeCode::boolean))  // converted wider: in int32 (widen_8bit)
         return build(ir::cast(widen_8bit(v), t, e->span));
+      if (t == kF32 && v->dtype.is_int() && past_operand(v)) return element_loop(e, kF32, sp);  // hunt33 F5
       int x = build(v);
       if (small_int(t) && v->dtype.is_int()) {  // integer -> int8/uint8 wraps
         if (nodes_[x].dtype == kI32) return wrap_i32(x, t, sp);
@@ -2439,6 +2517,9 @@ int MapLowering::build_uncached(const Expr& e) {
           int x = build(b->a);  // operands in source order (deterministic instruction order)
           int y = build(b->b);
           if (b->op == ir::BinOp::Max || b->op == ir::BinOp::Min) return max_min(b->op, x, y, sp);
+          if ((b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub) && e->dtype == kI32 && past_scalar(x) != past_scalar(y) &&
+              nodes_[past_scalar(x) ? y : x].shape != Shape::Scalar)
+            return add_sub_past_int32(b->op, x, y, wrapped_.count(e.get()) > 0, sp);
           return bin(b->op, x, y, sp);
         }
         case ir::BinOp::Shl: case ir::BinOp::Shr: {  // int32 by a scalar count: ShiftLeft / ShiftRight
@@ -2463,7 +2544,9 @@ int MapLowering::build_uncached(const Expr& e) {
               const Expr c = nodes_[d].scalar;  // a copy: nodes_ grows
               return divide_past_int32(b->op, x, c, wrapped_.count(e.get()) > 0, sp);
             }
-            if (past_scalar(x)) {  // a dividend past int32: an overflow report where it is (add_past_int32)
+            if (past_scalar(x) && wrapped_.count(e.get()))  // a dividend past int32, the result wrapped: in int64
+              return element_loop(e, kI32, sp);
+            if (past_scalar(x)) {  // a dividend past int32 seen unwrapped: an overflow report where it is (add_past_int32)
               const Expr c = ir::cast(nodes_[x].scalar, DType(DTypeCode::i64), sp);
               x = add_past_int32(materialize(scalar_const(0, kI32), Shape::Full, sp), c, sp);
             }
@@ -2958,8 +3041,11 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   single_f16_ = dt == kF16 && one && st->value->dtype == kF16 && plain(one->a) && plain(one->b) &&
                 (one->op == ir::BinOp::Add || one->op == ir::BinOp::Sub || one->op == ir::BinOp::Mul);
   // (8-bit arithmetic stored into a wider tile: in int32, widen_8bit)
+  // (an int value converted to float32 by the store: the cast written, for element_loop)
   const Expr value = arith_8bit(st->value) && !small_int(dt) && dt != DType(DTypeCode::boolean)
-                         ? ir::cast(widen_8bit(st->value), dt, sp) : st->value;
+                         ? ir::cast(widen_8bit(st->value), dt, sp)
+                     : dt == kF32 && st->value->dtype.is_int() && past_operand(st->value) ? ir::cast(st->value, dt, sp)
+                                                                                           : st->value;
   wrapped_.clear();
   unstored_past_int32(value, dt.is_int() && dt.bytes() <= 4);
   int root = build(value);
@@ -3136,6 +3222,18 @@ void MapLowering::emit_node(int id, std::vector<Place>& place, std::vector<Stmt>
         idx.back() = e;
       }
       out.push_back(make_map(Shape::Full, at, ir::load(n.buf, idx, sp), sp));
+      return;
+    }
+    case OpKind::Elem: {  // serial loops over the map's variables: at[...] = scalar, the holes their operands
+      std::vector<std::pair<Var, Expr>> ops;
+      for (size_t k = 0; k < n.holes.size(); ++k) ops.push_back({n.holes[k], arg(static_cast<int>(k))});
+      Stmt loop = make_map(n.shape, at, ir::cast(ir::substitute(n.scalar, ops), n.dtype, sp), sp);
+      std::function<Stmt(const Stmt&)> serial = [&](const Stmt& x) -> Stmt {
+        if (x->kind != ir::StmtKind::For) return x;
+        auto* f = as<ir::ForNode>(x);
+        return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0, serial(f->body), f->span);
+      };
+      out.push_back(serial(loop));
       return;
     }
     case OpKind::Leaf: return;
