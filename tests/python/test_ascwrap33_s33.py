@@ -70,6 +70,8 @@ def _let_kernel(form):
                     y[j] = T.max(T.min(x[j], a), s)
                 elif form == "max_max":
                     y[j] = T.max(T.max(x[j], a), s)
+                elif form == "add_gt":  # the sum seen unwrapped
+                    y[j] = T.where(x[j] + a > 0, 1, 0)
                 else:  # "rsub"
                     y[j] = a - x[j]
             T.copy(y, Y[0])
@@ -138,65 +140,50 @@ def test_float_cast_of_a_wide_sum(target, form):
 
 
 R8, C8 = 2, 9
+FORMS8 = ["mul_add", "let", "cast", "floordiv"]
 
 
-def _int8_kernel(src, dst, form):
+def _int8_kernel(src, dst):
     @T.prim_func
-    def main(X: T.Tensor((R8, C8), src), n: T.int32, Z: T.Tensor((R8, C8), dst)):
+    def main(X: T.Tensor((R8, C8), src), Z: T.Tensor((4, R8, C8), dst)):
         with T.Kernel(1) as bx:
             y = T.alloc_fragment((R8, C8), src)
-            z = T.alloc_fragment((R8, C8), dst)
+            z = T.alloc_fragment((4, R8, C8), dst)
             T.copy(X, y)
             for i, j in T.Parallel(R8, C8):
-                if form == "mul_add":
-                    z[i, j] = y[i, j] * 20 + 2 ** 24 + 1
-                elif form == "let":
-                    w = y[i, j] * 131072 + 3
-                    z[i, j] = w - y[i, j]
-                elif form == "cast":
-                    z[i, j] = T.cast(y[i, j] * 65537 + 2 ** 25 + 1, dst)
-                else:  # "floordiv": by a constant, past 2^24
-                    z[i, j] = (y[i, j] * 1000003) // 7
+                z[0, i, j] = y[i, j] * 20 + 2 ** 24 + 1
+                w = y[i, j] * 131072 + 3
+                z[1, i, j] = w - y[i, j]
+                z[2, i, j] = T.cast(y[i, j] * 65537 + 2 ** 25 + 1, dst)
+                z[3, i, j] = (y[i, j] * 1000003) // 7  # by a constant, past 2^24
             T.copy(z, Z)
 
     return main
 
 
-def _int8_want(x, form, dst):
+def _int8_want(x, dst):
     v = x.astype(np.int64)
-    r = {"mul_add": v * 20 + 2 ** 24 + 1, "let": v * 131072 + 3 - v, "cast": v * 65537 + 2 ** 25 + 1,
-         "floordiv": (v * 1000003) // 7}[form]
+    r = np.stack([v * 20 + 2 ** 24 + 1, v * 131072 + 3 - v, v * 65537 + 2 ** 25 + 1, (v * 1000003) // 7])
     return _w32(r) if dst == "int32" else _f32(r).reshape(r.shape)
 
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("src,dst", [("int8", "int32"), ("uint8", "int32"), ("int8", "float32")])
-@pytest.mark.parametrize("form", ["mul_add", "let", "cast", "floordiv"])
-def test_8bit_arithmetic_past_2_24_stored_wider(target, src, dst, form):
-    """F1: 8-bit arithmetic past 2^24 stored into int32 / float32: exact (int32), not float32-rounded."""
+def test_8bit_arithmetic_past_2_24_stored_wider(target, src, dst):
+    """F1: 8-bit arithmetic past 2^24 stored into int32 / float32 (directly, through a let, a T.cast, a //):
+    exact (int32), not float32-rounded."""
     lo, hi = (-128, 127) if src == "int8" else (0, 255)
     x = np.linspace(lo, hi, R8 * C8).round().astype(src).reshape(R8, C8)
-    got = run_on(_int8_kernel(src, dst, form), target, [-1], x, 0)
-    np.testing.assert_array_equal(got, _int8_want(x, form, dst))
+    np.testing.assert_array_equal(run_on(_int8_kernel(src, dst), target, [-1], x), _int8_want(x, dst))
 
 
 def test_wide_sum_seen_unwrapped_is_a_report():
-    """x + c compared unwrapped, where the value leaves int32: the simulator's int32 overflow report at the
-    line (no silent wrapped comparison); inside int32 the same kernel runs without a report."""
-    @T.prim_func
-    def main(X: T.Tensor((N,), "int32"), n: T.int32, m: T.int32, Y: T.Tensor((N,), "int32")):
-        with T.Kernel(1) as bx:
-            x = T.alloc_fragment((N,), "int32")
-            y = T.alloc_fragment((N,), "int32")
-            T.copy(X[0], x)
-            for j in T.Parallel(N):
-                y[j] = T.where(x[j] + n * m > 0, 1, 0)
-            T.copy(y, Y[0])
-
-    k = tw.compile(main, target=TARGET, out_idx=[-1])
+    """x + a compared unwrapped, where the value leaves int32: the simulator's int32 overflow report at the
+    line (no silent wrapped comparison); where it fits the same kernel runs without a report."""
+    k = tw.compile(_let_kernel("add_gt"), target=TARGET, out_idx=[-1])
     x = np.resize(np.array([-5, -1, 0, 3], np.int32), N)
-    prof = k.profile(x, 65536, 32767)  # 2^31 - 65536: x + that fits
+    prof = k.profile(x, 65536, 32767, 0)  # a = 2^31 - 65536: x + a fits
     assert prof["reports"] == []
     np.testing.assert_array_equal(prof.outputs, (x.astype(np.int64) + 65536 * 32767 > 0).astype(np.int32))
-    prof = k.profile(np.full(N, 2 ** 20, np.int32), 65536, 32767)  # 2^31 + 2^20 - 65536: past int32
+    prof = k.profile(np.full(N, 2 ** 20, np.int32), 65536, 32767, 0)  # x + a = 2^31 + 2^20 - 65536: past int32
     assert any("int32 overflow" in r for r in prof["reports"]), prof["reports"]
