@@ -72,6 +72,10 @@ def _let_kernel(form):
                     y[j] = T.max(T.max(x[j], a), s)
                 elif form == "add_gt":  # the sum seen unwrapped
                     y[j] = T.where(x[j] + a > 0, 1, 0)
+                elif form == "mul_gt":
+                    y[j] = T.where(x[j] * a > 0, 1, 0)
+                elif form == "max_div":
+                    y[j] = T.max(x[j], a) // 2
                 else:  # "rsub"
                     y[j] = a - x[j]
             T.copy(y, Y[0])
@@ -84,7 +88,8 @@ def _let_want(form, x, n, m, s):
     f = {"floordiv": lambda e: _py_floordiv(e, a), "mod": lambda e: _py_mod(e, a),
          "rfloordiv": lambda e: _py_floordiv(a, e), "rmod": lambda e: _py_mod(a, e),
          "div_lt": lambda e: int(_py_floordiv(e, a) < 0), "clamp": lambda e: min(max(e, a), n),
-         "clamp_rev": lambda e: max(min(e, a), s), "max_max": lambda e: max(e, a, s), "rsub": lambda e: a - e}[form]
+         "clamp_rev": lambda e: max(min(e, a), s), "max_max": lambda e: max(e, a, s), "rsub": lambda e: a - e,
+         "add_gt": lambda e: int(e + a > 0), "mul_gt": lambda e: int(e * a > 0), "max_div": lambda e: max(e, a) // 2}[form]
     return _w32([f(e) for e in x.tolist()])
 
 
@@ -177,13 +182,18 @@ def test_8bit_arithmetic_past_2_24_stored_wider(target, src, dst):
     np.testing.assert_array_equal(run_on(_int8_kernel(src, dst), target, [-1], x), _int8_want(x, dst))
 
 
-def test_wide_sum_seen_unwrapped_is_a_report():
-    """x + a compared unwrapped, where the value leaves int32: the simulator's int32 overflow report at the
-    line (no silent wrapped comparison); where it fits the same kernel runs without a report."""
-    k = tw.compile(_let_kernel("add_gt"), target=TARGET, out_idx=[-1])
-    x = np.resize(np.array([-5, -1, 0, 3], np.int32), N)
-    prof = k.profile(x, 65536, 32767, 0)  # a = 2^31 - 65536: x + a fits
+@pytest.mark.parametrize("form, fits, past", [
+    ("add_gt", (65536, 32767, 0), (65536, 32768, 0)),  # x + a: 2^31 - 65536 + x fits, 2^31 + x does not (x >= 0)
+    ("mul_gt", (1, 1000, 0), (65536, 32768, 0)),      # x * a: a = 2^31 past int32, x != 0
+    ("max_div", (1, I32_MAX, 0), (1, I32_MAX, 1)),     # T.max(x, a) // 2: a = 2^31 past int32
+])
+def test_value_past_int32_seen_unwrapped_is_a_report(form, fits, past):
+    """x + a, x * a, T.max(x, a) compared or divided (seen unwrapped) where the value leaves int32: the
+    simulator's int32 overflow report at the line (no silent wrapped value); where it fits, exact, no report."""
+    k = tw.compile(_let_kernel(form), target=TARGET, out_idx=[-1])
+    x = np.resize(np.array([0, 1, 3, 7], np.int32), N)
+    prof = k.profile(x, *fits)
     assert prof["reports"] == []
-    np.testing.assert_array_equal(prof.outputs, (x.astype(np.int64) + 65536 * 32767 > 0).astype(np.int32))
-    prof = k.profile(np.full(N, 2 ** 20, np.int32), 65536, 32767, 0)  # x + a = 2^31 + 2^20 - 65536: past int32
+    np.testing.assert_array_equal(prof.outputs, _let_want(form, x, *fits))
+    prof = k.profile(x, *past)
     assert any("int32 overflow" in r for r in prof["reports"]), prof["reports"]

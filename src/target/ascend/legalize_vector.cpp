@@ -353,7 +353,7 @@ class MapLowering {
   void check_exact(int x, DType t, const Span& sp);  // error unless |x| < 2^24 (float32 exact)
   int bin(ir::BinOp op, int a, int b, const Span& sp);
   int max_min(ir::BinOp op, int a, int b, const Span& sp);  // float T.max / T.min: NaN propagated
-  int clamp_past_int32(int x, const Expr& lo, const Expr& hi, const Span& sp);  // min(max(x, lo), hi) (definition)
+  int clamp_past_int32(int x, const Expr& lo, const Expr& hi, bool wrapped, const Span& sp);  // min(max(x, lo), hi)
   std::optional<int> int32_clamp_chain(const Expr& e);  // nested T.max / T.min with scalars (definition)
   int add_past_int32(int x, const Expr& c, const Span& sp);  // int32 x + c, c may leave int32 (definition)
   int add_sub_past_int32(ir::BinOp op, int a, int b, bool wrapped, const Span& sp);  // (definition)
@@ -1769,12 +1769,6 @@ int MapLowering::bin(ir::BinOp op, int a, int b, const Span& sp) {
 // two scalars are the scalar unit's tw_max / tw_min, which propagate NaN themselves. halve_rows' maps
 // are plain (Legalizer::plain_max_min: its reduction's flag_nan keeps the rule).
 int MapLowering::max_min(ir::BinOp op, int a, int b, const Span& sp) {
-  for (auto [x, c] : {std::pair{a, b}, std::pair{b, a}})
-    if (nodes_[x].shape != Shape::Scalar && past_scalar(c) &&
-        compute_type(ir::promote(nodes_[x].dtype, nodes_[c].dtype)) == kI32) {
-      const Expr bound = nodes_[c].scalar;  // a copy: clamp_past_int32 grows nodes_
-      return op == ir::BinOp::Max ? clamp_past_int32(x, bound, nullptr, sp) : clamp_past_int32(x, nullptr, bound, sp);
-    }
   int r = bin(op, a, b, sp);
   const DType t = nodes_[r].dtype;
   if (!t.is_float() || nodes_[r].shape == Shape::Scalar || L_.plain_max_min()) return r;
@@ -1853,9 +1847,10 @@ void MapLowering::unstored_past_int32(const Expr& e, bool wraps) {
 // past int32). The printed Maxs / Mins take int32 scalars, so: x' = min(max(x, clamp(lo)), clamp(hi)), the
 // bounds clamped into int32 in int64 on the scalar unit, which is the language's value unless lo > INT32_MAX
 // (the value is then min(lo, hi)) or hi < INT32_MIN (then hi): r = x' * 0 + s where so (Muls, Adds of the
-// wrapped s, the store wraps it), x' * 1 + 0 elsewhere; no step leaves int32. Constant bounds are decided
-// here: past, a Duplicate of the wrapped s; else x'.
-int MapLowering::clamp_past_int32(int x, const Expr& lo, const Expr& hi, const Span& sp) {
+// wrapped s, the store wraps it), x' * 1 + 0 elsewhere; no step leaves int32. Seen unwrapped (not `wrapped`),
+// s is added by add_past_int32: exact, or a report where it leaves int32. Constant bounds are decided here:
+// past, a Duplicate of the wrapped s (seen: s added to a tile of 0 as above); else x'.
+int MapLowering::clamp_past_int32(int x, const Expr& lo, const Expr& hi, bool wrapped, const Span& sp) {
   const DType i64{DTypeCode::i64};
   auto k64 = [&](int64_t v) { return ir::int_imm(v, i64, sp); };
   auto clamp32 = [&](const Expr& v) {
@@ -1870,14 +1865,16 @@ int MapLowering::clamp_past_int32(int x, const Expr& lo, const Expr& hi, const S
   const Expr past = simp(lo_past && hi_past ? ir::binary(ir::BinOp::Or, lo_past, hi_past, sp) : lo ? lo_past : hi_past);
   const Expr s = !hi ? lo64 : !lo ? hi64 : ir::select(hi_past, hi64, ir::arith::min(lo64, hi64), sp);
   if (auto v = ir::arith::literal(past)) {
-    if (*v) return materialize(leaf_scalar(ir::cast(s, kI32, sp)), Shape::Full, sp);
-    return x;
+    if (!*v) return x;
+    if (!wrapped) return add_past_int32(materialize(scalar_const(0, kI32), Shape::Full, sp), s, sp);
+    return materialize(leaf_scalar(ir::cast(s, kI32, sp)), Shape::Full, sp);
   }
   int r = bin(ir::BinOp::Mul, x, leaf_scalar(ir::select(past, ir::int_imm(0, kI32, sp), ir::int_imm(1, kI32, sp), sp)), sp);
+  if (!wrapped) return add_past_int32(r, ir::select(past, s, k64(0), sp), sp);  // seen: s exact, or a report
   return bin(ir::BinOp::Add, r, leaf_scalar(ir::cast(ir::select(past, s, k64(0), sp), kI32, sp)), sp);
 }
 
-// hunt33 F3: a chain of int32 T.max / T.min, each with one scalar operand, over tile data x
+// hunt33 F3: a chain of int32 T.max / T.min (one or more), each with one scalar operand, over tile data x
 // (T.min(T.max(x, a), n)) where a scalar may leave int32: one clamp (clamp_past_int32) of x, the bounds
 // combined on the scalar unit (max(min(max(x, lo), hi), c) = min(max(x, max(lo, c)), max(hi, c)),
 // min(min(max(x, lo), hi), c) = min(max(x, lo), min(hi, c))). The inner call's wrapped result is never
@@ -1897,7 +1894,7 @@ std::optional<int> MapLowering::int32_clamp_chain(const Expr& e) {
     chain.emplace_back(b->op, c);
     x = is_scalar(b->a) ? b->b : b->a;
   }
-  if (chain.size() < 2 || !past || !x->dtype.is_int()) return std::nullopt;
+  if (chain.empty() || !past || !x->dtype.is_int()) return std::nullopt;
   const DType i64{DTypeCode::i64};
   Expr lo, hi;
   for (size_t k = chain.size(); k-- > 0;) {
@@ -1909,7 +1906,7 @@ std::optional<int> MapLowering::int32_clamp_chain(const Expr& e) {
       hi = hi ? ir::arith::min(hi, c) : c;
     }
   }
-  return clamp_past_int32(build(x), lo, hi, e->span);
+  return clamp_past_int32(build(x), lo, hi, wrapped_.count(e.get()) > 0, e->span);
 }
 
 // hunt33 F4 / F5: int32 x + c where the scalar c may leave int32. Adds(x, static_cast<int32_t>(c)) is right
@@ -2517,9 +2514,24 @@ int MapLowering::build_uncached(const Expr& e) {
           int x = build(b->a);  // operands in source order (deterministic instruction order)
           int y = build(b->b);
           if (b->op == ir::BinOp::Max || b->op == ir::BinOp::Min) return max_min(b->op, x, y, sp);
-          if ((b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub) && e->dtype == kI32 && past_scalar(x) != past_scalar(y) &&
-              nodes_[past_scalar(x) ? y : x].shape != Shape::Scalar)
+          const bool past_op = e->dtype == kI32 && past_scalar(x) != past_scalar(y) &&
+                               nodes_[past_scalar(x) ? y : x].shape != Shape::Scalar;
+          if (past_op && (b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub))
             return add_sub_past_int32(b->op, x, y, wrapped_.count(e.get()) > 0, sp);
+          if (past_op && b->op == ir::BinOp::Mul && !wrapped_.count(e.get())) {
+            // x * c seen unwrapped, c past int32: it fits only where x == 0. Muls(x, clamp(c)), then Muls by 2
+            // where c is past: exact where c is inside int32 and x * c fits, a report where x * c leaves it
+            // (|x * clamp(c)| >= 2^31 - 1 where x != 0); wrapped, the Muls of the wrapped c is right modulo 2^32
+            const DType i64{DTypeCode::i64};
+            auto k64 = [&](int64_t v) { return ir::int_imm(v, i64, sp); };
+            const Expr c = ir::cast(nodes_[past_scalar(x) ? x : y].scalar, i64, sp);
+            const int t = past_scalar(x) ? y : x;
+            const Expr past = ir::binary(ir::BinOp::Or, ir::binary(ir::BinOp::GT, c, k64(INT32_MAX), sp),
+                                         ir::binary(ir::BinOp::LT, c, k64(INT32_MIN), sp), sp);
+            int r = bin(ir::BinOp::Mul, to_type(t, kI32, sp),
+                        leaf_scalar(ir::cast(ir::arith::min(ir::arith::max(c, k64(INT32_MIN)), k64(INT32_MAX)), kI32, sp)), sp);
+            return bin(ir::BinOp::Mul, r, leaf_scalar(ir::select(past, ir::int_imm(2, kI32, sp), ir::int_imm(1, kI32, sp), sp)), sp);
+          }
           return bin(b->op, x, y, sp);
         }
         case ir::BinOp::Shl: case ir::BinOp::Shr: {  // int32 by a scalar count: ShiftLeft / ShiftRight
