@@ -2065,8 +2065,7 @@ int MapLowering::neg(int x, const Span& sp) {
   return bin(ir::BinOp::Mul, x, scalar_const(-1, compute_type(n.dtype)), sp);
 }
 
-// ~x = -1 - x on int32: a tile of -1 minus x (never leaves int32: ~INT32_MIN = INT32_MAX). Not as
-// bin(Sub, -1, x), which bin rewrites as x * -1 + -1 (-INT32_MIN leaves int32).
+// ~x = -1 - x on int32: a tile of -1 minus x (never leaves int32: ~INT32_MIN = INT32_MAX).
 int MapLowering::bit_not(int x, const Span& sp) {
   x = to_type(x, kI32, sp);
   if (nodes_[x].shape == Shape::Scalar) return leaf_scalar(ir::unary(ir::UnOp::BitNot, nodes_[x].scalar, sp));
@@ -2129,7 +2128,7 @@ int MapLowering::shift_by_tile(ir::BinOp op, int x, int n, const Span& sp) {
 int MapLowering::int_divide(ir::BinOp op, int x, int d, const Span& sp) {
   auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
   auto B = [&](ir::BinOp o, int a, int b) { return bin(o, a, b, sp); };
-  auto S = [&](int a, int b) {  // a - b as a Sub of tiles (bin writes s - t as t * -1 + s: -INT32_MIN)
+  auto S = [&](int a, int b) {  // a - b as a Sub of tiles of one shape (never -b: -INT32_MIN leaves int32)
     if (nodes_[b].shape != Shape::Scalar && nodes_[a].shape != nodes_[b].shape) a = materialize(a, Shape::Full, sp);
     if (nodes_[a].shape != Shape::Scalar && nodes_[b].shape != Shape::Scalar && nodes_[a].shape != nodes_[b].shape)
       b = materialize(b, Shape::Full, sp);
