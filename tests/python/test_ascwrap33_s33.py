@@ -197,3 +197,50 @@ def test_value_past_int32_seen_unwrapped_is_a_report(form, fits, past):
     np.testing.assert_array_equal(prof.outputs, _let_want(form, x, *fits))
     prof = k.profile(x, *past)
     assert any("int32 overflow" in r for r in prof["reports"]), prof["reports"]
+
+
+R2, C2 = 3, 10
+
+
+def _rows_kernel():
+    @T.prim_func
+    def main(X: T.Tensor((R2, C2), "int32"), V: T.Tensor((R2,), "int32"), n: T.int32, m: T.int32,
+             Y: T.Tensor((6, R2, C2), "int32"), Z: T.Tensor((R2, C2), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((R2, C2), "int32")
+            v = T.alloc_fragment((R2,), "int32")
+            y = T.alloc_fragment((6, R2, C2), "int32")
+            z = T.alloc_fragment((R2, C2), "float32")
+            T.copy(X, x)
+            T.copy(V, v)
+            a = n * m
+            for i, j in T.Parallel(R2, C2):
+                y[0, i, j] = v[i] % a
+                y[1, i, j] = x[i, j] // a
+                y[2, i, j] = a - v[i]
+                y[3, i, j] = T.min(T.max(v[i], a), m)
+                y[4, i, j] = a // v[i]
+                y[5, i, j] = x[i, j] % a
+                z[i, j] = T.cast(v[i] * a + j - i, "float32")
+            T.copy(y, Y)
+            T.copy(z, Z)
+
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_row_vectors_in_a_two_dim_map(target):
+    """F2-F5's lowerings on row vectors (v[i]) and tiles of a 2-D map, the element loop over both indices."""
+    x = np.random.default_rng(33).integers(I32_MIN, I32_MAX + 1, (R2, C2)).astype(np.int32)
+    v = np.array([-7, 0, I32_MAX], np.int32)
+    k = _rows_kernel()
+    for n, m in [(65536, 65536), (-65536, 65537), (3, 5), (1, I32_MIN), (I32_MAX, I32_MAX)]:
+        a = n * m
+        y, z = run_on(k, target, [-2, -1], x, v, n, m)
+        vi = [[int(v[i])] * C2 for i in range(R2)]
+        want = [[[_py_mod(e, a) for e in r] for r in vi], [[_py_floordiv(int(e), a) for e in r] for r in x],
+                [[a - e for e in r] for r in vi], [[min(max(e, a), m) for e in r] for r in vi],
+                [[_py_floordiv(a, e) for e in r] for r in vi], [[_py_mod(int(e), a) for e in r] for r in x]]
+        np.testing.assert_array_equal(y, _w32(want), err_msg=f"a = {a}")
+        w64 = [(int(v[i]) * a + j - i + 2 ** 63) % 2 ** 64 - 2 ** 63 for i in range(R2) for j in range(C2)]  # int64 wraps
+        np.testing.assert_array_equal(z, _f32(w64).reshape(R2, C2))
