@@ -72,6 +72,8 @@ def _let_kernel(form):
                     y[j] = T.max(T.max(x[j], a), s)
                 elif form == "add_gt":  # the sum seen unwrapped
                     y[j] = T.where(x[j] + a > 0, 1, 0)
+                elif form == "where_sum":  # the same sum seen (compared) and wrapped (stored)
+                    y[j] = T.where(x[j] + a > 0, x[j] + a, 0)
                 elif form == "mul_gt":
                     y[j] = T.where(x[j] * a > 0, 1, 0)
                 elif form == "max_div":
@@ -89,7 +91,7 @@ def _let_want(form, x, n, m, s):
          "rfloordiv": lambda e: _py_floordiv(a, e), "rmod": lambda e: _py_mod(a, e),
          "div_lt": lambda e: int(_py_floordiv(e, a) < 0), "clamp": lambda e: min(max(e, a), n),
          "clamp_rev": lambda e: max(min(e, a), s), "max_max": lambda e: max(e, a, s), "rsub": lambda e: a - e,
-         "add_gt": lambda e: int(e + a > 0), "mul_gt": lambda e: int(e * a > 0), "max_div": lambda e: max(e, a) // 2}[form]
+         "add_gt": lambda e: int(e + a > 0), "where_sum": lambda e: e + a if e + a > 0 else 0, "mul_gt": lambda e: int(e * a > 0), "max_div": lambda e: max(e, a) // 2}[form]
     return _w32([f(e) for e in x.tolist()])
 
 
@@ -184,11 +186,13 @@ def test_8bit_arithmetic_past_2_24_stored_wider(target, src, dst):
 
 @pytest.mark.parametrize("form, fits, past", [
     ("add_gt", (65536, 32767, 0), (65536, 32768, 0)),  # x + a: 2^31 - 65536 + x fits, 2^31 + x does not (x >= 0)
+    ("where_sum", (65536, 32767, 0), (65536, 32768, 0)),
     ("mul_gt", (1, 1000, 0), (65536, 32768, 0)),      # x * a: a = 2^31 past int32, x != 0
     ("max_div", (1, I32_MAX, 0), (1, I32_MAX, 1)),     # T.max(x, a) // 2: a = 2^31 past int32
 ])
 def test_value_past_int32_seen_unwrapped_is_a_report(form, fits, past):
-    """x + a, x * a, T.max(x, a) compared or divided (seen unwrapped) where the value leaves int32: the
+    """x + a, x * a, T.max(x, a) compared or divided (seen unwrapped; where_sum: the same sum also stored, built
+    apart) where the value leaves int32: the
     simulator's int32 overflow report at the line (no silent wrapped value); where it fits, exact, no report."""
     k = tw.compile(_let_kernel(form), target=TARGET, out_idx=[-1])
     x = np.resize(np.array([0, 1, 3, 7], np.int32), N)

@@ -362,9 +362,11 @@ class MapLowering {
   bool past_operand(const Expr& e) const;  // int32 + - * of tile data and a scalar past int32 (definition)
   bool past_scalar(int x) const;  // an integer scalar node that may hold a value outside int32 (definition)
   void unstored_past_int32(const Expr& e, bool wraps);  // hunt32 F8 (definition); records wrapped_
-  // the store's integer subexpressions whose value is wrapped into int32 or narrower before anything else
-  // sees it (unstored_past_int32's `wraps`): right modulo 2^32 is right there
-  std::unordered_set<const void*> wrapped_;
+  // the store's subexpressions whose value is wrapped into int32 or narrower before anything else sees it
+  // (unstored_past_int32's `wraps`), and those seen unwrapped somewhere (one node can stand in both places:
+  // a let's value): right modulo 2^32 is right where wrapped and never seen
+  std::unordered_set<const void*> wrapped_, seen_;
+  bool is_wrapped(const Expr& e) const { return wrapped_.count(e.get()) && !seen_.count(e.get()); }
   // a scalar operand of an int32 compare clamped into [INT32_MIN - 1, INT32_MAX + 1] (definition)
   std::pair<int, int> order_key_halves(int a, const Span& sp);
   int neg(int x, const Span& sp);
@@ -1797,7 +1799,7 @@ bool MapLowering::past_scalar(int x) const {
 // cannot leave int32. A value of tile data that may leave int32, `x << n` or + - * & | ^ with a constant
 // past int32, seen unwrapped (a comparison, // %, T.max, a float cast) is an error.
 void MapLowering::unstored_past_int32(const Expr& e, bool wraps) {
-  if (wraps) wrapped_.insert(e.get());
+  (wraps ? wrapped_ : seen_).insert(e.get());
   auto data = [](const Expr& x) { return has_load(x); };
   auto past = [](const Expr& c) {  // a constant past int32 (a let's or an index's range is not known here)
     auto v = ir::arith::literal(c);
@@ -1906,7 +1908,7 @@ std::optional<int> MapLowering::int32_clamp_chain(const Expr& e) {
       hi = hi ? ir::arith::min(hi, c) : c;
     }
   }
-  return clamp_past_int32(build(x), lo, hi, wrapped_.count(e.get()) > 0, e->span);
+  return clamp_past_int32(build(x), lo, hi, is_wrapped(e), e->span);
 }
 
 // hunt33 F4 / F5: int32 x + c where the scalar c may leave int32. Adds(x, static_cast<int32_t>(c)) is right
@@ -2414,8 +2416,8 @@ int MapLowering::call(ir::MathFn fn, int a, const Span& sp) {
 }
 
 int MapLowering::build(const Expr& e) {
-  for (const auto& [seen, id] : memo_)
-    if (ir::structural_equal(seen, e)) return id;
+  for (const auto& [seen, id] : memo_)  // (the same value where wrapped and where seen: built apart)
+    if (ir::structural_equal(seen, e) && is_wrapped(seen) == is_wrapped(e)) return id;
   int id = build_uncached(e);
   memo_.emplace_back(e, id);
   return id;
@@ -2516,8 +2518,8 @@ int MapLowering::build_uncached(const Expr& e) {
           const bool past_op = e->dtype == kI32 && past_scalar(x) != past_scalar(y) &&
                                nodes_[past_scalar(x) ? y : x].shape != Shape::Scalar;
           if (past_op && (b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub))
-            return add_sub_past_int32(b->op, x, y, wrapped_.count(e.get()) > 0, sp);
-          if (past_op && b->op == ir::BinOp::Mul && !wrapped_.count(e.get())) {
+            return add_sub_past_int32(b->op, x, y, is_wrapped(e), sp);
+          if (past_op && b->op == ir::BinOp::Mul && !is_wrapped(e)) {
             // x * c seen unwrapped, c past int32: it fits only where x == 0. Muls(x, clamp(c)), then Muls by 2
             // where c is past: exact where c is inside int32 and x * c fits, a report where x * c leaves it
             // (|x * clamp(c)| >= 2^31 - 1 where x != 0); wrapped, the Muls of the wrapped c is right modulo 2^32
@@ -2553,9 +2555,9 @@ int MapLowering::build_uncached(const Expr& e) {
             int d = build(b->b);
             if (past_scalar(d) && nodes_[x].shape != Shape::Scalar) {
               const Expr c = nodes_[d].scalar;  // a copy: nodes_ grows
-              return divide_past_int32(b->op, x, c, wrapped_.count(e.get()) > 0, sp);
+              return divide_past_int32(b->op, x, c, is_wrapped(e), sp);
             }
-            if (past_scalar(x) && wrapped_.count(e.get()))  // a dividend past int32, the result wrapped: in int64
+            if (past_scalar(x) && is_wrapped(e))  // a dividend past int32, the result wrapped: in int64
               return element_loop(e, kI32, sp);
             if (past_scalar(x)) {  // a dividend past int32 seen unwrapped: an overflow report where it is (add_past_int32)
               const Expr c = ir::cast(nodes_[x].scalar, DType(DTypeCode::i64), sp);
@@ -3058,6 +3060,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
                      : dt == kF32 && st->value->dtype.is_int() && past_operand(st->value) ? ir::cast(st->value, dt, sp)
                                                                                            : st->value;
   wrapped_.clear();
+  seen_.clear();
   unstored_past_int32(value, dt.is_int() && dt.bytes() <= 4);
   int root = build(value);
   if (auto lt = L_.let_tiles_.find(st->buffer.get()); lt != L_.let_tiles_.end()) lt->second = bound(root);
