@@ -33,8 +33,8 @@ def _xfail(target, reason):
 def _cases(forms, reason):
     """(target, form) pairs: every form on ascend910b (a strict xfail for `reason`), the first on cpu too (the
     control; the other forms' cpu kernels add compile time, not coverage)."""
-    return [("cpu", forms[0])] + [pytest.param(TARGET, f, marks=pytest.mark.xfail(strict=True, reason=reason))
-                                  for f in forms]
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []  # None: fixed, a regression test
+    return [("cpu", forms[0])] + [pytest.param(TARGET, f, marks=marks) for f in forms]
 
 
 # --------------------------------------------------------------------------- F1: 8-bit arithmetic past 2^24
@@ -59,7 +59,7 @@ F1 = ("hunt33 F1: int8 map arithmetic past 2^24 stored into an int32 tile (`z = 
       "located error when a bound cannot keep the float32 value below 2^24 (legalize_vector's 8-bit bound)")
 
 
-@pytest.mark.parametrize("target", _xfail(TARGET, F1))
+@pytest.mark.parametrize("target", TARGETS)  # fixed by h-ascwrap33
 def test_f1_int8_arithmetic_past_2_24_into_int32(target):
     x = (np.arange(R1 * C1).reshape(R1, C1) * 7 % 255 - 127).astype(np.int8)
     add = 2 ** 24 + 1
@@ -108,13 +108,13 @@ F3 = ("hunt33 F3: `T.min(T.max(x[j], a), n)` with an int64 let a = 2^31 + 4 give
       "nested one still uses the wrapped a")
 
 
-@pytest.mark.parametrize("target, form", _cases(["floordiv", "mod", "rfloordiv"], F2))
+@pytest.mark.parametrize("target, form", _cases(["floordiv", "mod", "rfloordiv"], None))  # fixed by h-ascwrap33
 def test_f2_int64_let_divisor_in_an_int32_map(target, form):
     n, s = 2 ** 31 - 1, -5
     np.testing.assert_array_equal(run_on(_let_op(form), target, [-1], X2, n, s), _let_op_want(form, n, s))
 
 
-@pytest.mark.parametrize("target", _xfail(TARGET, F3))
+@pytest.mark.parametrize("target", TARGETS)  # fixed by h-ascwrap33
 def test_f3_nested_max_min_with_an_int64_let(target):
     n, s = 2 ** 31 - 1, -5
     np.testing.assert_array_equal(run_on(_let_op("clamp"), target, [-1], X2, n, s), _let_op_want("clamp", n, s))
@@ -139,7 +139,7 @@ F4 = ("hunt33 F4: `y[j] = a - x[j]` (int32, a = -1) at x = -2^31 gives 2^31 - 1,
       "a report the program cannot avoid (its value fits); the lowering of a scalar minus a tile could avoid -x")
 
 
-@pytest.mark.parametrize("target", _xfail(TARGET, F4))
+@pytest.mark.parametrize("target", TARGETS)  # fixed by h-ascwrap33
 def test_f4_scalar_minus_int32_min_is_no_overflow(target):
     x = np.array([-2 ** 31, -2 ** 31 + 1, -5, -1, 0, 7, 100, 2 ** 31 - 1], np.int32)
     a = -1
@@ -164,7 +164,7 @@ F5 = ("hunt33 F5: `y[q] = T.cast(n * m + q, \"float32\")` in a map with int32 pa
       "rounded to float32. `T.cast(n * m, ...)` alone, a serial loop, T.fill and a let are right")
 
 
-@pytest.mark.parametrize("target", _xfail(TARGET, F5))
+@pytest.mark.parametrize("target", TARGETS)  # fixed by h-ascwrap33
 def test_f5_cast_of_a_wide_product_plus_the_index(target):
     n, m = 65536, 65536
     want = (np.float64(n * m) + np.arange(4)).astype(np.float32)

@@ -104,6 +104,32 @@ bool has_load(const Expr& e) {
 
 using vec::pfor;
 
+// hunt33 F1: int8 / uint8 arithmetic whose value is stored or converted to a wider type (int32, a float):
+// the same arithmetic on the 8-bit operands converted to int32 (exact Casts), so the vector code computes
+// it in int32, exact while it fits (an int32 overflow report where it does not), where float32 (the 8-bit
+// compute type) rounded it silently past 2^24. The language computes it in int64 and converts once.
+Expr widen_8bit(const Expr& e) {
+  if (!small_int(e->dtype)) return e;
+  if (auto c = ir::arith::literal(e)) return ir::int_imm(*c, kI32, e->span);
+  if (e->kind == ir::ExprKind::Binary) {
+    auto* b = as<ir::BinaryNode>(e);
+    switch (b->op) {
+      case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::FloorDiv: case ir::BinOp::Mod:
+      case ir::BinOp::Max: case ir::BinOp::Min: case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor:
+        return ir::binary(b->op, widen_8bit(b->a), widen_8bit(b->b), e->span);
+      default: break;
+    }
+  }
+  if (e->kind == ir::ExprKind::Unary && as<ir::UnaryNode>(e)->op == ir::UnOp::Neg)
+    return ir::unary(ir::UnOp::Neg, widen_8bit(as<ir::UnaryNode>(e)->a), e->span);
+  return ir::cast(e, kI32, e->span);
+}
+// 8-bit integer arithmetic (not a plain element or conversion): widen_8bit's operand
+bool arith_8bit(const Expr& e) {
+  return small_int(e->dtype) && (e->kind == ir::ExprKind::Binary ||
+                                 (e->kind == ir::ExprKind::Unary && as<ir::UnaryNode>(e)->op == ir::UnOp::Neg));
+}
+
 // An index a vector operand addresses (select_instructions' access()): free of tile data and of
 // the map's variables, or one of them plus such a term. A tile read at any other index is a gather.
 bool plain_map_index(const Expr& e, const std::vector<Var>& vars) {
@@ -218,7 +244,7 @@ bool mask_condition(const Expr& c, const ir::VarNode* vi, const ir::VarNode* vj)
 
 enum class Shape : uint8_t { Scalar, Full, Row, Col };
 
-enum class OpKind : uint8_t { Leaf, Bin, Call, Cast, Copy, Where, Sel, Iota, Gather };
+enum class OpKind : uint8_t { Leaf, Bin, Call, Cast, Copy, Where, Sel, Iota, Gather, Elem };
 
 struct Node {
   OpKind kind = OpKind::Leaf;
@@ -242,6 +268,9 @@ struct Node {
   // (MapLowering::gather)
   bool flat = false;
   int64_t pcols = 0;
+  // Elem: `scalar` computed element by element on the scalar unit (a serial loop of GetValue / SetValue),
+  // its tile operands the variables `holes` standing for args (MapLowering::element_loop)
+  std::vector<Var> holes;
   double limit = HUGE_VAL;  // a bound on |value| proven where the node is made (bound(): int8 quotients)
   Span span;
 };
@@ -319,8 +348,20 @@ class MapLowering {
   void check_exact(int x, DType t, const Span& sp);  // error unless |x| < 2^24 (float32 exact)
   int bin(ir::BinOp op, int a, int b, const Span& sp);
   int max_min(ir::BinOp op, int a, int b, const Span& sp);  // float T.max / T.min: NaN propagated
-  int max_min_past_int32(ir::BinOp op, int x, const Expr& c, const Span& sp);  // (definition)
-  void unstored_past_int32(const Expr& e, bool wraps) const;  // hunt32 F8 (definition)
+  int clamp_past_int32(int x, const Expr& lo, const Expr& hi, bool wrapped, const Span& sp);  // min(max(x, lo), hi)
+  std::optional<int> int32_clamp_chain(const Expr& e);  // nested T.max / T.min with scalars (definition)
+  int add_past_int32(int x, const Expr& c, const Span& sp);  // int32 x + c, c may leave int32 (definition)
+  int add_sub_past_int32(ir::BinOp op, int a, int b, bool wrapped, const Span& sp);  // (definition)
+  int divide_past_int32(ir::BinOp op, int x, const Expr& c, bool wrapped, const Span& sp);  // x // c, x % c (definition)
+  int element_loop(const Expr& e, DType t, const Span& sp);  // e as t on the scalar unit (definition)
+  bool past_operand(const Expr& e) const;  // int32 + - * of tile data and a scalar past int32 (definition)
+  bool past_scalar(int x) const;  // an integer scalar node that may hold a value outside int32 (definition)
+  void unstored_past_int32(const Expr& e, bool wraps);  // hunt32 F8 (definition); records wrapped_
+  // the store's subexpressions whose value is wrapped into int32 or narrower before anything else sees it
+  // (unstored_past_int32's `wraps`), and those seen unwrapped somewhere (one node can stand in both places:
+  // a let's value): right modulo 2^32 is right where wrapped and never seen
+  std::unordered_set<const void*> wrapped_, seen_;
+  bool is_wrapped(const Expr& e) const { return wrapped_.count(e.get()) && !seen_.count(e.get()); }
   // a scalar operand of an int32 compare clamped into [INT32_MIN - 1, INT32_MAX + 1] (definition)
   std::pair<int, int> order_key_halves(int a, const Span& sp);
   int neg(int x, const Span& sp);
@@ -406,6 +447,8 @@ class Legalizer {
       if (s->kind == ir::StmtKind::Store && as<ir::StoreNode>(s)->buffer->scope == Scope::global)
         written_.insert(as<ir::StoreNode>(s)->buffer.get());
     });
+    for (size_t k = 0; k < k_->block_vars.size() && k < k_->grid.size(); ++k)
+      loop_bounds_[k_->block_vars[k].get()] = {ir::int_imm(0, k_->block_vars[k]->dtype), k_->grid[k]};
     frames_.push_back(Frame{});
     return vec::with_body(k_, visit_body(k_->body));
   }
@@ -413,18 +456,81 @@ class Legalizer {
   std::string fresh(const std::string& base) { return names_.fresh(base); }
   // halve_rows' maps: a plain Max / Min (the NaN rule is kept by flag_nan on the unhalved source)
   bool plain_max_min() const { return plain_max_min_; }
-  // Whether the integer scalar c may hold a value outside int32 when it runs: a constant past int32, a
-  // let of such a value or any scalar arithmetic (widen_scalars computes them in int64 where they may
-  // leave int32: the let is typed int32 here, widened after; hunt32 F2 / F3).
+  // Whether the integer scalar c may hold a value outside int32 when it runs: unless its range (scalar_range)
+  // is inside int32. A let of scalar arithmetic is typed int32 here and widened after by widen_scalars,
+  // which computes in int64 what may leave int32 (hunt32 F2 / F3); its value's range is the let's.
   bool may_leave_int32(const Expr& c) const {
-    if (auto v = ir::arith::literal(c)) return *v < INT32_MIN || *v > INT32_MAX;
-    if (c->kind == ir::ExprKind::Var) {
-      auto it = let_values_.find(as<ir::VarNode>(c));
-      return it != let_values_.end() ? may_leave_int32(it->second) : c->dtype.bytes() > 4;
+    auto r = scalar_range(c);
+    return !r || r->first < INT32_MIN || r->second > INT32_MAX;
+  }
+  // A sound range [lo, hi] of an integer scalar's value (interval arithmetic on constants, the ranges of
+  // int32 and narrower variables, loads and casts, lets' values; hunt33: the flags and clamps the int32
+  // lowerings build are known inside int32); nullopt where unknown (int64 variables, floats, ...).
+  std::optional<std::pair<__int128, __int128>> scalar_range(const Expr& c) const {
+    using R = std::pair<__int128, __int128>;
+    auto dtype_range = [](DType t) -> std::optional<R> {
+      if (t == DType(DTypeCode::boolean)) return R{0, 1};
+      if (t == DType(DTypeCode::i8)) return R{-128, 127};
+      if (t == DType(DTypeCode::u8)) return R{0, 255};
+      if (t == kI32) return R{INT32_MIN, INT32_MAX};
+      return std::nullopt;
+    };
+    if (auto v = ir::arith::literal(c)) return R{*v, *v};
+    switch (c->kind) {
+      case ir::ExprKind::Var: {
+        auto it = let_values_.find(as<ir::VarNode>(c));
+        if (it != let_values_.end()) return scalar_range(it->second);
+        if (auto lb = loop_bounds_.find(as<ir::VarNode>(c)); lb != loop_bounds_.end()) {
+          auto lo = scalar_range(lb->second.first), ext = scalar_range(lb->second.second);
+          if (lo && ext) return R{lo->first, std::max(lo->first, lo->second + ext->second - 1)};  // min + extent - 1
+        }
+        return dtype_range(c->dtype);
+      }
+      case ir::ExprKind::Load: return dtype_range(c->dtype);
+      case ir::ExprKind::Cast: {
+        const Expr& v = as<ir::CastNode>(c)->value;
+        if (c->dtype.is_int() && c->dtype.bytes() <= 4) return dtype_range(c->dtype);  // the wrapped value
+        if (c->dtype == DType(DTypeCode::i64) && v->dtype.is_int()) return scalar_range(v);
+        return std::nullopt;
+      }
+      case ir::ExprKind::Select: {
+        auto a = scalar_range(as<ir::SelectNode>(c)->t), b = scalar_range(as<ir::SelectNode>(c)->f);
+        if (!a || !b) return std::nullopt;
+        return R{std::min(a->first, b->first), std::max(a->second, b->second)};
+      }
+      case ir::ExprKind::Binary: {
+        auto* b = as<ir::BinaryNode>(c);
+        if (c->dtype == DType(DTypeCode::boolean)) return R{0, 1};
+        auto x = scalar_range(b->a), y = scalar_range(b->b);
+        if (!x || !y) return std::nullopt;
+        constexpr __int128 kBig = __int128{1} << 100;  // past any int64: unknown
+        auto ok = [&](R r) -> std::optional<R> {
+          if (r.first < -kBig || r.second > kBig) return std::nullopt;
+          return r;
+        };
+        auto k = ir::arith::literal(b->b);
+        switch (b->op) {
+          case ir::BinOp::Add: return ok({x->first + y->first, x->second + y->second});
+          case ir::BinOp::Sub: return ok({x->first - y->second, x->second - y->first});
+          case ir::BinOp::Mul: {
+            if (std::max({-x->first, x->second, -y->first, y->second}) > (__int128{1} << 62)) return std::nullopt;
+            __int128 p[] = {x->first * y->first, x->first * y->second, x->second * y->first, x->second * y->second};
+            return R{*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
+          }
+          case ir::BinOp::Min: return R{std::min(x->first, y->first), std::min(x->second, y->second)};
+          case ir::BinOp::Max: return R{std::max(x->first, y->first), std::max(x->second, y->second)};
+          case ir::BinOp::Shr:
+            if (k && *k >= 0 && *k < 64) {
+              auto sh = [&](__int128 v) { return v >= 0 ? v >> *k : -((-v + (__int128{1} << *k) - 1) >> *k); };
+              return R{sh(x->first), sh(x->second)};
+            }
+            return std::nullopt;
+          default: return std::nullopt;
+        }
+        return std::nullopt;
+      }
+      default: return std::nullopt;
     }
-    if (c->kind == ir::ExprKind::Load) return c->dtype.bytes() > 4;
-    if (c->kind == ir::ExprKind::Cast) return c->dtype.bytes() > 4 && may_leave_int32(as<ir::CastNode>(c)->value);
-    return true;
   }
   Var fresh_var(const std::string& base, const Span& sp) { return names_.fresh_var(base, sp); }
   Buffer ub(const Buffer& owner, const std::string& suffix, DType t, const std::vector<int64_t>& shape, const Span& sp,
@@ -568,6 +674,7 @@ class Legalizer {
   std::vector<Frame> frames_;
   std::unordered_map<const ir::VarNode*, int> depth_;
   std::unordered_map<const ir::VarNode*, Expr> let_values_;  // may_leave_int32
+  std::unordered_map<const ir::VarNode*, std::pair<Expr, Expr>> loop_bounds_;  // block / serial loop vars: min, extent
   bool plain_max_min_ = false;  // see plain_max_min()
   bool in_chunk_ = false;  // inside in_row_chunks: maps are not chunked again (the rows are bounded)
 
@@ -665,6 +772,7 @@ class Legalizer {
       case ir::StmtKind::For: {
         auto* f = as<ir::ForNode>(s);
         if (f->for_kind == ir::ForKind::parallel) return rewrite_map(s);
+        loop_bounds_[f->var.get()] = {f->min, f->extent};
         Stmt body = in_frame(false, {f->var.get()}, [&] { return visit_body(f->body); });
         if (body == f->body) return {s};
         return {std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, sp)};
@@ -1713,6 +1821,7 @@ double MapLowering::bound(int x) const {
     case OpKind::Sel: return std::max(bound(n.args[2]), bound(n.args[3]));
     case OpKind::Iota: return static_cast<double>(extent_of(as<ir::VarNode>(n.scalar)));
     case OpKind::Gather: return range(n.dtype);
+    case OpKind::Elem: return HUGE_VAL;
   }
   return HUGE_VAL;
 }
@@ -1785,8 +1894,10 @@ int MapLowering::bin(ir::BinOp op, int a, int b, const Span& sp) {
   if (sa == Shape::Scalar && sb == Shape::Scalar)
     return leaf_scalar(ir::binary(op, nodes_[a].scalar, nodes_[b].scalar, sp));
   bool commutes = op == ir::BinOp::Add || op == ir::BinOp::Mul || op == ir::BinOp::Max || op == ir::BinOp::Min;
-  // s - t and v[i] - t as (t * -1) + s: exact (negation is), no broadcast temporary
-  if (op == ir::BinOp::Sub && (sa == Shape::Scalar || (sa == Shape::Row && sb == Shape::Full)) && sb != Shape::Scalar)
+  // s - t and v[i] - t as (t * -1) + s: exact (negation is), no broadcast temporary. Not on int32, where
+  // -t leaves int32 at INT32_MIN though s - t may fit (hunt33 F4: -1 - INT32_MIN): s or v broadcast, a Sub
+  if (op == ir::BinOp::Sub && t != kI32 && (sa == Shape::Scalar || (sa == Shape::Row && sb == Shape::Full)) &&
+      sb != Shape::Scalar)
     return bin(ir::BinOp::Add, neg(b, sp), a, sp);
   Shape s = combine(sa, sb);
   if (s == Shape::Full) {
@@ -1820,10 +1931,6 @@ int MapLowering::bin(ir::BinOp op, int a, int b, const Span& sp) {
 // two scalars are the scalar unit's tw_max / tw_min, which propagate NaN themselves. halve_rows' maps
 // are plain (Legalizer::plain_max_min: its reduction's flag_nan keeps the rule).
 int MapLowering::max_min(ir::BinOp op, int a, int b, const Span& sp) {
-  for (auto [x, c] : {std::pair{a, b}, std::pair{b, a}})
-    if (nodes_[x].shape != Shape::Scalar && nodes_[c].shape == Shape::Scalar &&
-        compute_type(ir::promote(nodes_[x].dtype, nodes_[c].dtype)) == kI32 && L_.may_leave_int32(nodes_[c].scalar))
-      return max_min_past_int32(op, x, nodes_[c].scalar, sp);
   int r = bin(op, a, b, sp);
   const DType t = nodes_[r].dtype;
   if (!t.is_float() || nodes_[r].shape == Shape::Scalar || L_.plain_max_min()) return r;
@@ -1842,12 +1949,17 @@ int MapLowering::max_min(ir::BinOp op, int a, int b, const Span& sp) {
   return r;
 }
 
+bool MapLowering::past_scalar(int x) const {
+  return nodes_[x].shape == Shape::Scalar && !nodes_[x].dtype.is_float() && L_.may_leave_int32(nodes_[x].scalar);
+}
+
 // hunt32 F8: int32 tile data in a map is computed in int32 (the vector calls wrap), the language in
 // int64 until stored. The two agree where the value is wrapped before anything else sees it (`wraps`:
 // the store, the operands of + - * & | ^ ~, the left of >>, a cast to int32 or narrower) and where it
 // cannot leave int32. A value of tile data that may leave int32, `x << n` or + - * & | ^ with a constant
 // past int32, seen unwrapped (a comparison, // %, T.max, a float cast) is an error.
-void MapLowering::unstored_past_int32(const Expr& e, bool wraps) const {
+void MapLowering::unstored_past_int32(const Expr& e, bool wraps) {
+  (wraps ? wrapped_ : seen_).insert(e.get());
   auto data = [](const Expr& x) { return has_load(x); };
   auto past = [](const Expr& c) {  // a constant past int32 (a let's or an index's range is not known here)
     auto v = ir::arith::literal(c);
@@ -1892,27 +2004,218 @@ void MapLowering::unstored_past_int32(const Expr& e, bool wraps) const {
   }
 }
 
-// hunt32 F3: an int32 T.max (T.min) of tile data x and a scalar c that may leave int32 (a let past
-// int32, scalar arithmetic widen_scalars computes in int64, a constant past int32). The language's
-// value is c where c > INT32_MAX (< INT32_MIN), wrapped when stored, else the int32 max(x, c); the
-// printed Maxs takes an int32 scalar, so: r = Maxs(x, c clamped into int32), then r * 0 + c where c
-// is past (Muls, Adds of the wrapped c), r * 1 + 0 elsewhere: no step leaves int32. A constant c is
-// decided here: past, the wrapped c (a Duplicate); before the other end of int32, x.
-int MapLowering::max_min_past_int32(ir::BinOp op, int x, const Expr& c, const Span& sp) {
+// hunt32 F3, hunt33 F3: min(max(x, lo), hi) of int32 tile data x with scalars lo / hi (either may be absent)
+// that may leave int32 (a let past int32, scalar arithmetic widen_scalars computes in int64, a constant
+// past int32). The printed Maxs / Mins take int32 scalars, so: x' = min(max(x, clamp(lo)), clamp(hi)), the
+// bounds clamped into int32 in int64 on the scalar unit, which is the language's value unless lo > INT32_MAX
+// (the value is then min(lo, hi)) or hi < INT32_MIN (then hi): r = x' * 0 + s where so (Muls, Adds of the
+// wrapped s, the store wraps it), x' * 1 + 0 elsewhere; no step leaves int32. Seen unwrapped (not `wrapped`),
+// s is added by add_past_int32: exact, or a report where it leaves int32. Constant bounds are decided here:
+// past, a Duplicate of the wrapped s (seen: s added to a tile of 0 as above); else x'.
+int MapLowering::clamp_past_int32(int x, const Expr& lo, const Expr& hi, bool wrapped, const Span& sp) {
   const DType i64{DTypeCode::i64};
-  const bool is_max = op == ir::BinOp::Max;
   auto k64 = [&](int64_t v) { return ir::int_imm(v, i64, sp); };
-  const Expr c64 = ir::cast(c, i64, sp);
+  auto clamp32 = [&](const Expr& v) {
+    return ir::cast(ir::arith::min(ir::arith::max(v, k64(INT32_MIN)), k64(INT32_MAX)), kI32, sp);
+  };
+  const Expr lo64 = lo ? ir::cast(lo, i64, sp) : nullptr, hi64 = hi ? ir::cast(hi, i64, sp) : nullptr;
   x = to_type(x, kI32, sp);
-  if (auto v = ir::arith::literal(c)) {
-    if (is_max ? *v > INT32_MAX : *v < INT32_MIN) return materialize(leaf_scalar(ir::cast(c64, kI32, sp)), Shape::Full, sp);
-    return x;
+  if (lo) x = bin(ir::BinOp::Max, x, leaf_scalar(clamp32(lo64)), sp);
+  if (hi) x = bin(ir::BinOp::Min, x, leaf_scalar(clamp32(hi64)), sp);
+  const Expr lo_past = lo ? ir::binary(ir::BinOp::GT, lo64, k64(INT32_MAX), sp) : nullptr;
+  const Expr hi_past = hi ? ir::binary(ir::BinOp::LT, hi64, k64(INT32_MIN), sp) : nullptr;
+  const Expr past = simp(lo_past && hi_past ? ir::binary(ir::BinOp::Or, lo_past, hi_past, sp) : lo ? lo_past : hi_past);
+  const Expr s = !hi ? lo64 : !lo ? hi64 : ir::select(hi_past, hi64, ir::arith::min(lo64, hi64), sp);
+  if (auto v = ir::arith::literal(past)) {
+    if (!*v) return x;
+    if (!wrapped) return add_past_int32(materialize(scalar_const(0, kI32), Shape::Full, sp), s, sp);
+    return materialize(leaf_scalar(ir::cast(s, kI32, sp)), Shape::Full, sp);
   }
-  const Expr past = ir::binary(is_max ? ir::BinOp::GT : ir::BinOp::LT, c64, k64(is_max ? INT32_MAX : INT32_MIN), sp);
-  const Expr inside = ir::arith::min(ir::arith::max(c64, k64(INT32_MIN)), k64(INT32_MAX));
-  int r = bin(op, x, leaf_scalar(ir::cast(inside, kI32, sp)), sp);
-  r = bin(ir::BinOp::Mul, r, leaf_scalar(ir::select(past, ir::int_imm(0, kI32, sp), ir::int_imm(1, kI32, sp), sp)), sp);
-  return bin(ir::BinOp::Add, r, leaf_scalar(ir::cast(ir::select(past, c64, k64(0), sp), kI32, sp)), sp);
+  int r = bin(ir::BinOp::Mul, x, leaf_scalar(ir::select(past, ir::int_imm(0, kI32, sp), ir::int_imm(1, kI32, sp), sp)), sp);
+  if (!wrapped) return add_past_int32(r, ir::select(past, s, k64(0), sp), sp);  // seen: s exact, or a report
+  return bin(ir::BinOp::Add, r, leaf_scalar(ir::cast(ir::select(past, s, k64(0), sp), kI32, sp)), sp);
+}
+
+// hunt33 F3: a chain of int32 T.max / T.min (one or more), each with one scalar operand, over tile data x
+// (T.min(T.max(x, a), n)) where a scalar may leave int32: one clamp (clamp_past_int32) of x, the bounds
+// combined on the scalar unit (max(min(max(x, lo), hi), c) = min(max(x, max(lo, c)), max(hi, c)),
+// min(min(max(x, lo), hi), c) = min(max(x, lo), min(hi, c))). The inner call's wrapped result is never
+// an operand of the outer one. nullopt: not such a chain.
+std::optional<int> MapLowering::int32_clamp_chain(const Expr& e) {
+  auto is_scalar = [&](const Expr& x) { return !has_load(x) && !uses_var(x, vj()) && !(vi() && uses_var(x, vi())); };
+  std::vector<std::pair<ir::BinOp, Expr>> chain;  // outermost first
+  Expr x = e;
+  bool past = false;
+  while (x->kind == ir::ExprKind::Binary && x->dtype == kI32) {
+    auto* b = as<ir::BinaryNode>(x);
+    if (b->op != ir::BinOp::Max && b->op != ir::BinOp::Min) break;
+    if (is_scalar(b->a) == is_scalar(b->b)) break;
+    const Expr& c = is_scalar(b->a) ? b->a : b->b;
+    if (c->dtype.is_float()) return std::nullopt;
+    past = past || L_.may_leave_int32(c);
+    chain.emplace_back(b->op, c);
+    x = is_scalar(b->a) ? b->b : b->a;
+  }
+  if (chain.empty() || !past || !x->dtype.is_int()) return std::nullopt;
+  const DType i64{DTypeCode::i64};
+  Expr lo, hi;
+  for (size_t k = chain.size(); k-- > 0;) {
+    const Expr c = ir::cast(chain[k].second, i64, e->span);
+    if (chain[k].first == ir::BinOp::Max) {
+      lo = lo ? ir::arith::max(lo, c) : c;
+      if (hi) hi = ir::arith::max(hi, c);
+    } else {
+      hi = hi ? ir::arith::min(hi, c) : c;
+    }
+  }
+  return clamp_past_int32(build(x), lo, hi, is_wrapped(e), e->span);
+}
+
+// hunt33 F4 / F5: int32 x + c where the scalar c may leave int32. Adds(x, static_cast<int32_t>(c)) is right
+// modulo 2^32 only: a value seen unwrapped (a float cast, a comparison) was silently the wrapped sum, and
+// the Adds left int32 where x + c fits. Instead three Adds of c's pieces clamped into int32 in int64 on
+// the scalar unit (c1 = clamp(c), c2 = clamp(c - c1), c3 = clamp(c - c1 - c2)): the pieces have c's sign,
+// so the partial sums move monotonically from x to x + c and none leaves int32 when x + c fits; when x + c
+// does not, the last Adds leaves int32 (the simulator's `int32 overflow` report at the line; past
+// 3 * 2^31 the clamped pieces alone take x out of int32).
+int MapLowering::add_past_int32(int x, const Expr& c, const Span& sp) {
+  const DType i64{DTypeCode::i64};
+  auto k64 = [&](int64_t v) { return ir::int_imm(v, i64, sp); };
+  auto clamp = [&](const Expr& v) { return ir::arith::min(ir::arith::max(v, k64(INT32_MIN)), k64(INT32_MAX)); };
+  x = to_type(x, kI32, sp);
+  Expr rest = ir::cast(c, i64, sp);
+  for (int k = 0; k < 3; ++k) {
+    const Expr piece = clamp(rest);
+    Node n;
+    n.kind = OpKind::Bin;
+    n.shape = nodes_[x].shape;
+    n.dtype = kI32;
+    n.bop = ir::BinOp::Add;
+    n.args = {x, leaf_scalar(ir::cast(piece, kI32, sp))};
+    n.span = sp;
+    x = push(std::move(n));
+    rest = ir::arith::sub(rest, piece);
+  }
+  return x;
+}
+
+// hunt33 F2 / F5: a value the vector units cannot compute exactly (int64 arithmetic of tile data and a
+// scalar past int32, whose result is converted to float32 or divided) computed element by element on the
+// scalar unit, in int64 as the language does: each tile operand (a load, built as a node: UB, staged GM,
+// gathered) becomes a hole the loop reads with GetValue, the rest (scalars, the map's indices) is scalar
+// code; the result is stored (SetValue) as t. Slow (docs/ascend.md "Element loops": about 12 cycles an
+// element), taken only where a scalar operand may leave int32.
+int MapLowering::element_loop(const Expr& e, DType t, const Span& sp) {
+  Node n;
+  struct Holes : ir::Mutator {
+    MapLowering& m;
+    Node& n;
+    Holes(MapLowering& m, Node& n) : m(m), n(n) {}
+    Expr mutate(const Expr& x) override {
+      if (x->kind != ir::ExprKind::Load) return ir::Mutator::mutate(x);
+      Var h = m.L_.fresh_var("elem", x->span);
+      h = ir::var(h->name, x->dtype, x->span);
+      n.holes.push_back(h);
+      n.args.push_back(m.materialize(m.build(x), Shape::Full, x->span));
+      return h;
+    }
+  } holes(*this, n);
+  n.scalar = holes.mutate(e);
+  n.kind = OpKind::Elem;
+  n.shape = Shape::Full;
+  n.dtype = t;
+  n.span = sp;
+  return push(std::move(n));
+}
+
+// An int32 +, - or * in e (no deeper than its arithmetic) with a scalar operand that may leave int32 and an
+// operand that is tile data or a map index: the vector call's int32 scalar is not the language's value.
+bool MapLowering::past_operand(const Expr& e) const {
+  auto is_scalar = [&](const Expr& x) { return !has_load(x) && !uses_var(x, vj()) && !(vi() && uses_var(x, vi())); };
+  if (e->kind == ir::ExprKind::Unary) return past_operand(as<ir::UnaryNode>(e)->a);
+  if (e->kind != ir::ExprKind::Binary || !e->dtype.is_int()) return false;
+  auto* b = as<ir::BinaryNode>(e);
+  if (b->op != ir::BinOp::Add && b->op != ir::BinOp::Sub && b->op != ir::BinOp::Mul) return false;
+  for (const Expr& o : {b->a, b->b})
+    if (is_scalar(o) && !is_scalar(o.get() == b->a.get() ? b->b : b->a) && L_.may_leave_int32(o)) return true;
+  return past_operand(b->a) || past_operand(b->b);
+}
+
+// int32 a + b, a - b, one of them a scalar c that may leave int32, the other tile data x; c - x as ~x + (c + 1)
+// (~x = -1 - x never leaves int32; hunt33 F4). Wrapped (the value is stored into int32 or narrower before
+// anything sees it): x + c modulo 2^32 with no step leaving int32 (the single Adds of static_cast<int32_t>(c)
+// left it where x + c fits: hunt32 F2's report, hunt33 F4's form): w = c wrapped into int32 on the scalar
+// unit; where x and w have the same sign, x ^ INT32_MIN (x + 2^31 modulo 2^32) has the other, so the sum
+// fits, and ^ INT32_MIN again adds 2^31 back; elsewhere x + w fits as it is: ((x ^ f) + w) ^ f with
+// f = INT32_MIN * [sign(x) == sign(w)] = INT32_MIN * ((x >> 31) * g + h), g, h = 1, 1 (w >= 0) or -1, 0.
+// Seen unwrapped (a comparison, a division, a float cast): exact, or a report where the value leaves
+// int32 (add_past_int32; hunt33 F5).
+int MapLowering::add_sub_past_int32(ir::BinOp op, int a, int b, bool wrapped, const Span& sp) {
+  const DType i64{DTypeCode::i64};
+  const bool c_left = past_scalar(a);
+  const Expr c = ir::cast(nodes_[c_left ? a : b].scalar, i64, sp);
+  const int x = c_left ? b : a;
+  Expr k = op == ir::BinOp::Add ? c : c_left ? ir::arith::add(c, ir::int_imm(1, i64, sp)) : ir::arith::sub(ir::int_imm(0, i64, sp), c);
+  int base = op == ir::BinOp::Sub && c_left ? bit_not(x, sp) : x;
+  if (!wrapped) return add_past_int32(base, k, sp);
+  auto i32 = [&](int64_t v) { return ir::int_imm(v, kI32, sp); };
+  const Expr w = ir::cast(k, kI32, sp);
+  const Expr w_nonneg = ir::binary(ir::BinOp::GE, w, i32(0), sp);
+  base = to_type(base, kI32, sp);
+  int same = bin(ir::BinOp::Mul, bin(ir::BinOp::Shr, base, leaf_scalar(i32(31)), sp),
+                 leaf_scalar(ir::select(w_nonneg, i32(1), i32(-1), sp)), sp);
+  same = bin(ir::BinOp::Add, same, leaf_scalar(ir::select(w_nonneg, i32(1), i32(0), sp)), sp);
+  const int f = bin(ir::BinOp::Mul, same, leaf_scalar(i32(INT32_MIN)), sp);
+  int r = bin(ir::BinOp::Add, bitwise(ir::BinOp::BitXor, base, f, sp), leaf_scalar(w), sp);
+  return bitwise(ir::BinOp::BitXor, r, f, sp);
+}
+
+// hunt33 F2: int32 x // c and x % c (Python's floor rules) where the scalar c may leave int32. Inside
+// int32, int_divide's exact division by c; past it: x // c is -1 for x < 0 (c > INT32_MAX: |x| <= 2^31 <= c)
+// or x > 0 (c < INT32_MIN), else 0, and x % c = x - c * (x // c) is x + c there, else x. With the scalar
+// flags P = [c > INT32_MAX], N = [c < INT32_MIN] and the tile m = [x < 0] * P + [x > 0] * N (0 / 1):
+// x // c = q * [inside] - m, q int_divide's quotient by c clamped into int32 (never used past it);
+// x % c = (r * [inside] + x * [past]) + m * K1 + m * K2 + m * K3 (+ m * K4): x + c in steps that move
+// monotonically from x (P: + INT32_MAX, + 1, + (c - 2^31), N: - INT32_MAX, - 1, + (c + 2^31)), so none
+// leaves int32 where x + c fits, and the last leaves it where x + c does not (K3 clamped into int32; P's
+// K4 = 1 where c - 2^31 is past int32: x + c >= 2^31 then, and the steps reach x + 2^32 >= 2^31).
+int MapLowering::divide_past_int32(ir::BinOp op, int x, const Expr& c, bool wrapped, const Span& sp) {
+  const DType i64{DTypeCode::i64};
+  auto k64 = [&](int64_t v) { return ir::int_imm(v, i64, sp); };
+  auto i32 = [&](int64_t v) { return ir::int_imm(v, kI32, sp); };
+  auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
+  auto S = [&](const Expr& v) { return leaf_scalar(v); };
+  const Expr c64 = ir::cast(c, i64, sp);
+  const Expr P = ir::binary(ir::BinOp::GT, c64, k64(INT32_MAX), sp), N = ir::binary(ir::BinOp::LT, c64, k64(INT32_MIN), sp);
+  const Expr past = ir::binary(ir::BinOp::Or, P, N, sp);
+  x = to_type(x, kI32, sp);
+  const Expr inside = ir::cast(ir::arith::min(ir::arith::max(c64, k64(INT32_MIN)), k64(INT32_MAX)), kI32, sp);
+  int q = int_divide(op, x, S(inside), sp);
+  int keep = S(ir::select(past, i32(0), i32(1), sp));
+  // m: (x >> 31) * -P + min(max(x, 0), 1) * N
+  int m = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, bin(ir::BinOp::Shr, x, k32(31), sp), S(ir::select(P, i32(-1), i32(0), sp)), sp),
+              bin(ir::BinOp::Mul, bin(ir::BinOp::Min, bin(ir::BinOp::Max, x, k32(0), sp), k32(1), sp),
+                  S(ir::select(N, i32(1), i32(0), sp)), sp), sp);
+  if (op == ir::BinOp::FloorDiv) return bin(ir::BinOp::Sub, bin(ir::BinOp::Mul, q, keep, sp), m, sp);
+  int r = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, q, keep, sp), bin(ir::BinOp::Mul, x, S(ir::select(past, i32(1), i32(0), sp)), sp), sp);
+  auto step = [&](const Expr& k) { r = bin(ir::BinOp::Add, r, bin(ir::BinOp::Mul, m, S(k), sp), sp); };
+  if (wrapped) {  // x + c modulo 2^32, no step leaves int32: ((r ^ mF) + m * w) ^ mF, w = c wrapped into int32
+    // and F = INT32_MIN where w has x's sign (P: x < 0, N: x > 0; x ^ INT32_MIN = x + 2^31 modulo 2^32 then
+    // has the other sign, so the sum fits; the second ^ adds 2^31 back), else F = 0 (x + w fits as it is)
+    const Expr w = ir::cast(c64, kI32, sp);
+    const Expr flip = ir::binary(ir::BinOp::Or, ir::binary(ir::BinOp::And, P, ir::binary(ir::BinOp::LT, w, i32(0), sp), sp),
+                                 ir::binary(ir::BinOp::And, N, ir::binary(ir::BinOp::GE, w, i32(0), sp), sp), sp);
+    int mf = bin(ir::BinOp::Mul, m, S(ir::select(flip, i32(INT32_MIN), i32(0), sp)), sp);
+    r = bitwise(ir::BinOp::BitXor, r, mf, sp);
+    r = bin(ir::BinOp::Add, r, bin(ir::BinOp::Mul, m, S(w), sp), sp);
+    return bitwise(ir::BinOp::BitXor, r, mf, sp);
+  }
+  const Expr k3 = ir::select(P, ir::arith::sub(c64, k64(int64_t{1} << 31)), ir::select(N, ir::arith::add(c64, k64(int64_t{1} << 31)), k64(0), sp), sp);
+  step(ir::select(P, i32(INT32_MAX), ir::select(N, i32(-INT32_MAX), i32(0), sp), sp));
+  step(ir::select(P, i32(1), ir::select(N, i32(-1), i32(0), sp), sp));
+  step(ir::cast(ir::arith::min(ir::arith::max(k3, k64(INT32_MIN)), k64(INT32_MAX)), kI32, sp));
+  step(ir::select(ir::binary(ir::BinOp::GT, k3, k64(INT32_MAX), sp), i32(1), i32(0), sp));
+  return r;
 }
 
 int MapLowering::neg(int x, const Span& sp) {
@@ -1924,8 +2227,7 @@ int MapLowering::neg(int x, const Span& sp) {
   return bin(ir::BinOp::Mul, x, scalar_const(-1, compute_type(n.dtype)), sp);
 }
 
-// ~x = -1 - x on int32: a tile of -1 minus x (never leaves int32: ~INT32_MIN = INT32_MAX). Not as
-// bin(Sub, -1, x), which bin rewrites as x * -1 + -1 (-INT32_MIN leaves int32).
+// ~x = -1 - x on int32: a tile of -1 minus x (never leaves int32: ~INT32_MIN = INT32_MAX).
 int MapLowering::bit_not(int x, const Span& sp) {
   x = to_type(x, kI32, sp);
   if (nodes_[x].shape == Shape::Scalar) return leaf_scalar(ir::unary(ir::UnOp::BitNot, nodes_[x].scalar, sp));
@@ -1988,7 +2290,7 @@ int MapLowering::shift_by_tile(ir::BinOp op, int x, int n, const Span& sp) {
 int MapLowering::int_divide(ir::BinOp op, int x, int d, const Span& sp) {
   auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
   auto B = [&](ir::BinOp o, int a, int b) { return bin(o, a, b, sp); };
-  auto S = [&](int a, int b) {  // a - b as a Sub of tiles (bin writes s - t as t * -1 + s: -INT32_MIN)
+  auto S = [&](int a, int b) {  // a - b as a Sub of tiles of one shape (never -b: -INT32_MIN leaves int32)
     if (nodes_[b].shape != Shape::Scalar && nodes_[a].shape != nodes_[b].shape) a = materialize(a, Shape::Full, sp);
     if (nodes_[a].shape != Shape::Scalar && nodes_[b].shape != Shape::Scalar && nodes_[a].shape != nodes_[b].shape)
       b = materialize(b, Shape::Full, sp);
@@ -2274,8 +2576,8 @@ int MapLowering::call(ir::MathFn fn, int a, const Span& sp) {
 }
 
 int MapLowering::build(const Expr& e) {
-  for (const auto& [seen, id] : memo_)
-    if (ir::structural_equal(seen, e)) return id;
+  for (const auto& [seen, id] : memo_)  // (the same value where wrapped and where seen: built apart)
+    if (ir::structural_equal(seen, e) && is_wrapped(seen) == is_wrapped(e)) return id;
   int id = build_uncached(e);
   memo_.emplace_back(e, id);
   return id;
@@ -2338,6 +2640,9 @@ int MapLowering::build_uncached(const Expr& e) {
         n.shape = shape_of_load(as<ir::LoadNode>(ir::load(b, idx, sp)), sp);
         return push(std::move(n));
       }
+      if (arith_8bit(v) && !small_int(t) && t != DType(DTypeCode::boolean))  // converted wider: in int32 (widen_8bit)
+        return build(ir::cast(widen_8bit(v), t, e->span));
+      if (t == kF32 && v->dtype.is_int() && past_operand(v)) return element_loop(e, kF32, sp);  // hunt33 F5
       int x = build(v);
       if (small_int(t) && v->dtype.is_int()) {  // integer -> int8/uint8 wraps
         if (nodes_[x].dtype == kI32) return wrap_i32(x, t, sp);
@@ -2365,9 +2670,29 @@ int MapLowering::build_uncached(const Expr& e) {
         case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Max: case ir::BinOp::Min:
         case ir::BinOp::Div: {
           if (b->op == ir::BinOp::Div && !e->dtype.is_float()) break;
+          if (b->op == ir::BinOp::Max || b->op == ir::BinOp::Min)
+            if (auto r = int32_clamp_chain(e)) return *r;
           int x = build(b->a);  // operands in source order (deterministic instruction order)
           int y = build(b->b);
           if (b->op == ir::BinOp::Max || b->op == ir::BinOp::Min) return max_min(b->op, x, y, sp);
+          const bool past_op = e->dtype == kI32 && past_scalar(x) != past_scalar(y) &&
+                               nodes_[past_scalar(x) ? y : x].shape != Shape::Scalar;
+          if (past_op && (b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub))
+            return add_sub_past_int32(b->op, x, y, is_wrapped(e), sp);
+          if (past_op && b->op == ir::BinOp::Mul && !is_wrapped(e)) {
+            // x * c seen unwrapped, c past int32: it fits only where x == 0. Muls(x, clamp(c)), then Muls by 2
+            // where c is past: exact where c is inside int32 and x * c fits, a report where x * c leaves it
+            // (|x * clamp(c)| >= 2^31 - 1 where x != 0); wrapped, the Muls of the wrapped c is right modulo 2^32
+            const DType i64{DTypeCode::i64};
+            auto k64 = [&](int64_t v) { return ir::int_imm(v, i64, sp); };
+            const Expr c = ir::cast(nodes_[past_scalar(x) ? x : y].scalar, i64, sp);
+            const int t = past_scalar(x) ? y : x;
+            const Expr past = ir::binary(ir::BinOp::Or, ir::binary(ir::BinOp::GT, c, k64(INT32_MAX), sp),
+                                         ir::binary(ir::BinOp::LT, c, k64(INT32_MIN), sp), sp);
+            int r = bin(ir::BinOp::Mul, to_type(t, kI32, sp),
+                        leaf_scalar(ir::cast(ir::arith::min(ir::arith::max(c, k64(INT32_MIN)), k64(INT32_MAX)), kI32, sp)), sp);
+            return bin(ir::BinOp::Mul, r, leaf_scalar(ir::select(past, ir::int_imm(2, kI32, sp), ir::int_imm(1, kI32, sp), sp)), sp);
+          }
           return bin(b->op, x, y, sp);
         }
         case ir::BinOp::Shl: case ir::BinOp::Shr: {  // int32 by a scalar count: ShiftLeft / ShiftRight
@@ -2388,6 +2713,16 @@ int MapLowering::build_uncached(const Expr& e) {
           if (e->dtype == kI32) {
             int x = build(b->a);
             int d = build(b->b);
+            if (past_scalar(d) && nodes_[x].shape != Shape::Scalar) {
+              const Expr c = nodes_[d].scalar;  // a copy: nodes_ grows
+              return divide_past_int32(b->op, x, c, is_wrapped(e), sp);
+            }
+            if (past_scalar(x) && is_wrapped(e))  // a dividend past int32, the result wrapped: in int64
+              return element_loop(e, kI32, sp);
+            if (past_scalar(x)) {  // a dividend past int32 seen unwrapped: an overflow report where it is (add_past_int32)
+              const Expr c = ir::cast(nodes_[x].scalar, DType(DTypeCode::i64), sp);
+              x = add_past_int32(materialize(scalar_const(0, kI32), Shape::Full, sp), c, sp);
+            }
             return int_divide(b->op, to_type(x, kI32, sp), to_type(d, kI32, sp), sp);
           }
           if (small_int(e->dtype)) {  // int8/uint8 values (exact float32 integers) divided in int32
@@ -2881,8 +3216,16 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   const auto* one = st->value->kind == ir::ExprKind::Binary ? as<ir::BinaryNode>(st->value) : nullptr;
   single_f16_ = dt == kF16 && one && st->value->dtype == kF16 && plain(one->a) && plain(one->b) &&
                 (one->op == ir::BinOp::Add || one->op == ir::BinOp::Sub || one->op == ir::BinOp::Mul);
-  unstored_past_int32(st->value, true);
-  int root = build(st->value);
+  // (8-bit arithmetic stored into a wider tile: in int32, widen_8bit)
+  // (an int value converted to float32 by the store: the cast written, for element_loop)
+  const Expr value = arith_8bit(st->value) && !small_int(dt) && dt != DType(DTypeCode::boolean)
+                         ? ir::cast(widen_8bit(st->value), dt, sp)
+                     : dt == kF32 && st->value->dtype.is_int() && past_operand(st->value) ? ir::cast(st->value, dt, sp)
+                                                                                           : st->value;
+  wrapped_.clear();
+  seen_.clear();
+  unstored_past_int32(value, dt.is_int() && dt.bytes() <= 4);
+  int root = build(value);
   if (auto lt = L_.let_tiles_.find(st->buffer.get()); lt != L_.let_tiles_.end()) lt->second = bound(root);
   single_f16_ = false;
   if (nodes_[root].dtype != compute_type(dt) || nodes_[root].shape == Shape::Scalar) {
@@ -3056,6 +3399,18 @@ void MapLowering::emit_node(int id, std::vector<Place>& place, std::vector<Stmt>
         idx.back() = e;
       }
       out.push_back(make_map(Shape::Full, at, ir::load(n.buf, idx, sp), sp));
+      return;
+    }
+    case OpKind::Elem: {  // serial loops over the map's variables: at[...] = scalar, the holes their operands
+      std::vector<std::pair<Var, Expr>> ops;
+      for (size_t k = 0; k < n.holes.size(); ++k) ops.push_back({n.holes[k], arg(static_cast<int>(k))});
+      Stmt loop = make_map(n.shape, at, ir::cast(ir::substitute(n.scalar, ops), n.dtype, sp), sp);
+      std::function<Stmt(const Stmt&)> serial = [&](const Stmt& x) -> Stmt {
+        if (x->kind != ir::StmtKind::For) return x;
+        auto* f = as<ir::ForNode>(x);
+        return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, ir::ForKind::serial, 0, serial(f->body), f->span);
+      };
+      out.push_back(serial(loop));
       return;
     }
     case OpKind::Leaf: return;

@@ -74,7 +74,8 @@
 //    sum, at most 65535 terms per output; s - 256 floor((s - lo) / 256) with a CAST_FLOOR Cast).
 //  - int8/uint8 map arithmetic (no AIV int8 arithmetic): computed in float32 and wrapped when
 //    stored (or cast to int8/uint8) with the same formula; a bound on |values| proves it exact
-//    (< 2^24), else an ir::Error at the map's line.
+//    (< 2^24), else an ir::Error at the map's line. Stored or converted into a wider type, the same
+//    arithmetic on the operands Cast to int32 (widen_8bit; session 33).
 //  - float16 maps and sums are computed in float32 and rounded once when stored (docs/language.md;
 //    compute_type); copies, one +, -, * of two float16 values into a float16 tile (rounded once
 //    either way), max / min of two float16 tiles, compares and selects of float16 values
@@ -112,6 +113,11 @@
 //    -1 - x, shifts by a per-element count bit by bit (bit_not, shift_by_tile), // and % by any
 //    divisor from two shrunk float32 quotient estimates and sign-bit corrections (int_divide;
 //    int8/uint8 values divided in int32); no int32 step leaves int32.
+//  - int32 tile data with a scalar that may leave int32 (scalar_range; docs/ascend.md "Session 33:
+//    integer arithmetic leaving its width"): + - modulo 2^32 where the value is wrapped, else three
+//    clamped Adds (exact or an overflow report); // % exact from scalar flags; a chain of max / min one
+//    clamp; int64 arithmetic converted to float32, or a wide dividend, in an element loop on the
+//    scalar unit (OpKind::Elem).
 //  - anything else that has no vector instruction (transposed reads, a gather along a leading
 //    dim, a scatter, ~ and shifts of int8/uint8 tiles, ...) is an ir::Error at the kernel source line.
 #pragma once
