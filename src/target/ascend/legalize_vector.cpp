@@ -125,9 +125,19 @@ Expr widen_8bit(const Expr& e) {
   return ir::cast(e, kI32, e->span);
 }
 // 8-bit integer arithmetic (not a plain element or conversion): widen_8bit's operand
+// The operations widen_8bit rewrites only: a shift (w >> 4) is not one (widened, it would be itself again under
+// a cast: the lowering recursed until the stack overflowed, a segfault of the compiling process), it keeps
+// the located error naming the conversion to write.
 bool arith_8bit(const Expr& e) {
-  return small_int(e->dtype) && (e->kind == ir::ExprKind::Binary ||
-                                 (e->kind == ir::ExprKind::Unary && as<ir::UnaryNode>(e)->op == ir::UnOp::Neg));
+  if (!small_int(e->dtype)) return false;
+  if (e->kind == ir::ExprKind::Unary) return as<ir::UnaryNode>(e)->op == ir::UnOp::Neg;
+  if (e->kind != ir::ExprKind::Binary) return false;
+  switch (as<ir::BinaryNode>(e)->op) {
+    case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::FloorDiv: case ir::BinOp::Mod:
+    case ir::BinOp::Max: case ir::BinOp::Min: case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor:
+      return true;
+    default: return false;
+  }
 }
 
 // An index a vector operand addresses (select_instructions' access()): free of tile data and of
