@@ -122,16 +122,7 @@ def test_f3_nested_max_min_with_an_int64_let(target):
 
 # --------------------------------------------------------------------------- F4: `a - x[j]` at x = INT32_MIN
 def _rsub():
-    @T.prim_func
-    def main(X: T.Tensor((N2,), "int32"), a: T.int32, Y: T.Tensor((N2,), "int32")):
-        with T.Kernel(1) as bx:
-            x = T.alloc_fragment((N2,), "int32")
-            y = T.alloc_fragment((N2,), "int32")
-            T.copy(X[0], x)
-            for j in T.Parallel(N2):
-                y[j] = a - x[j]
-            T.copy(y, Y[0])
-    return main
+    return _minus_scalar("rsub")  # F9's factory: `a - x[j]`
 
 
 F4 = ("hunt33 F4: `y[j] = a - x[j]` (int32, a = -1) at x = -2^31 gives 2^31 - 1, inside int32, but ascend910b "
@@ -337,7 +328,9 @@ def _minus_scalar(form):
             y = T.alloc_fragment((N2,), "int32")
             T.copy(X[0], x)
             for j in T.Parallel(N2):
-                if form == "param":
+                if form == "rsub":  # F4
+                    y[j] = a - x[j]
+                elif form == "param":
                     y[j] = x[j] - a
                 else:  # "const"
                     y[j] = x[j] - (-2147483648)
