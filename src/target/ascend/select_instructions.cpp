@@ -863,9 +863,9 @@ class Lowerer {
     };
     const Expr value0 = IntAbs{}.mutate(n->value);
     for_each_subexpr(value0, [&](const Expr& x) {
-      if (x->kind == ir::ExprKind::Call)
-        throw Error("element store into tile " + q(n->buffer->name) + " computes " +
-                        ir::print(x).substr(0, ir::print(x).find('(')) +
+      if (x->kind == ir::ExprKind::Call) {
+        const std::string call = ir::print(x);  // the function's name only: the indices are the compiler's
+        throw Error("element store into tile " + q(n->buffer->name) + " computes " + call.substr(0, call.find('(')) +
                         " on the scalar unit, which has no math functions on Ascend",
                     sp, "compute it with vector code: a loop nest of its own that only stores the element-wise value "
                         "(for i, j over the tile: e[i, j] = T.exp(x[i, j] - m[i]); a running sum or other statement in "
@@ -873,6 +873,7 @@ class Lowerer {
                         "tile, or one element whose place "
                         "starts a 32-byte block (t[0], t[8] of float32), which runs as a one-element vector "
                         "instruction");
+      }
     });
     std::vector<StmtPtr> loads;
     std::vector<Expr> idx;
