@@ -25,10 +25,6 @@ def _w32(v):
     return ((np.asarray(v, np.int64) + 2 ** 31) % 2 ** 32) - 2 ** 31
 
 
-def _xfail(target, reason):
-    """TARGETS with `target` a strict xfail for `reason` (a finding on that target)."""
-    return [pytest.param(t, marks=pytest.mark.xfail(strict=True, reason=reason)) if t == target else t for t in TARGETS]
-
 
 def _cases(forms, reason):
     """(target, form) pairs: every form on ascend910b (a strict xfail for `reason`), the first on cpu too (the
