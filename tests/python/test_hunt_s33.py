@@ -25,7 +25,6 @@ def _w32(v):
     return ((np.asarray(v, np.int64) + 2 ** 31) % 2 ** 32) - 2 ** 31
 
 
-
 def _cases(forms, reason):
     """(target, form) pairs: every form on ascend910b (a strict xfail for `reason`), the first on cpu too (the
     control; the other forms' cpu kernels add compile time, not coverage)."""
