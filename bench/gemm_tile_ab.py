@@ -16,8 +16,10 @@ reads the first block's tiles (the operands stay cached: the micro-kernels' and 
 (x86-64-v3: the AVX2 proxy) puts numpy's OpenBLAS and torch on their AVX2 kernels too, as
 bench/run.py's --cpu-arch does.
 --dtype int8: int8 operands and an int32 C (the int8 tile program; numpy and torch time fp32 of the
-same values). Outputs are checked against a float64 reference (int8: exactly) and compared bit for
-bit with the first variant's.
+same values). --dtype float16: fp16 operands into an fp32 C (the fp16 program's accumulator tile), and
+each variant's fp32 program on the same values beside it as NAME:f32 (issue 16's fp16 goal is against
+our fp32); numpy and torch time fp32. Outputs are checked against a float64 reference (int8: exactly)
+and compared bit for bit with the first variant's.
 """
 import argparse
 import ctypes
@@ -53,8 +55,9 @@ def main():
     ap.add_argument("--cpu-time", action="store_true")
     ap.add_argument("--hot", action="store_true")
     ap.add_argument("--march", default="native")
-    ap.add_argument("--dtype", default="float32", choices=["float32", "int8"],
-                    help="int8: int8 operands, int32 C, exact; numpy times float32 of the same values")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "int8", "float16"],
+                    help="int8: int8 operands, int32 C, exact; float16: fp16 operands, fp32 C, with our fp32 "
+                         "beside it; numpy and torch time float32 of the same values")
     opts = ap.parse_args()
     n = opts.threads
     if opts.cpu_time and n != 1:
@@ -89,22 +92,24 @@ def main():
         v = [int(x) for x in shape.split(",")]
         M, N, K, bm, bn, bk = v[:6]
         batch = v[6] if len(v) > 6 else 1
-        i8 = opts.dtype == "int8"
+        i8, f16 = opts.dtype == "int8", opts.dtype == "float16"
         if i8:
             a = rng.integers(-128, 128, (batch, M, K), dtype=np.int8)
             b = rng.integers(-128, 128, (batch, K, N), dtype=np.int8)
         else:
-            a = rng.standard_normal((batch, M, K)).astype(np.float32)
-            b = rng.standard_normal((batch, K, N)).astype(np.float32)
+            a = rng.standard_normal((batch, M, K)).astype(opts.dtype)
+            b = rng.standard_normal((batch, K, N)).astype(opts.dtype)
         ref = a.astype(np.float64) @ b.astype(np.float64)
+        a32, b32 = a.astype(np.float32), b.astype(np.float32)
+        code = {"float32": 0, "int8": 1, "float16": 2}[opts.dtype]
         impls, outs = {}, {}
         for name, lib in libs.items():
-            c = outs[name] = np.empty((batch, M, N), np.int32 if i8 else np.float32)
-            impls[name] = (lambda lib=lib, c=c: lib.ab_launch(M, N, K, bm, bn, bk, batch, a.ctypes.data,
-                                                               b.ctypes.data, c.ctypes.data, int(i8)))
-        a2, b2 = (a[0], b[0]) if batch == 1 else (a, b)
-        if i8:
-            a2, b2 = a2.astype(np.float32), b2.astype(np.float32)
+            runs = [(name, code, a, b)] + ([(name + ":f32", 0, a32, b32)] if f16 else [])
+            for key, dt, x, y in runs:
+                c = outs[key] = np.empty((batch, M, N), np.int32 if i8 else np.float32)
+                impls[key] = (lambda lib=lib, c=c, dt=dt, x=x, y=y: lib.ab_launch(
+                    M, N, K, bm, bn, bk, batch, x.ctypes.data, y.ctypes.data, c.ctypes.data, dt))
+        a2, b2 = (a32[0], b32[0]) if batch == 1 else (a32, b32)
         impls["numpy"] = lambda: a2 @ b2
         if torch is not None:
             ta, tb = torch.from_numpy(a2), torch.from_numpy(b2)
