@@ -7,7 +7,8 @@ on examples/gemm.py's fp32 tile program, with numpy and torch in the same rounds
 
 Each variant's include directory (one holding tw_cpu/gemm_impl.h and gemm_runtime.cpp) is compiled with
 bench/gemm_tile_ab.cpp at the runtime's flags into a shared library; all are loaded into this
-process. A shape is M,N,K,block_M,block_N,block_K[,batch]. Every round times each implementation
+process. A shape is M,N,K,block_M,block_N,block_K[,batch]; --blocks BM/BN/BK ... times each variant at those
+blocks too, in the same rounds (as NAME@BM/BN/BK). Every round times each implementation
 (best of a few calls), alternating the order; printed per implementation: the best and median
 rates, and against the first variant the median of the per-round time ratios (> 1: the first is
 faster) and the ratio of the best times. --cpu-time times the calling thread's CPU time
@@ -54,6 +55,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cpu-time", action="store_true")
     ap.add_argument("--hot", action="store_true")
+    ap.add_argument("--blocks", nargs="*", default=[], metavar="BM/BN/BK",
+                    help="more block sizes for every shape: each variant's program at each of them beside the "
+                         "shape's own in every round, as NAME@BM/BN/BK")
     ap.add_argument("--march", default="native")
     ap.add_argument("--dtype", default="float32", choices=["float32", "int8", "float16"],
                     help="int8: int8 operands, int32 C, exact; float16: fp16 operands, fp32 C, with our fp32 "
@@ -103,12 +107,14 @@ def main():
         a32, b32 = a.astype(np.float32), b.astype(np.float32)
         code = {"float32": 0, "int8": 1, "float16": 2}[opts.dtype]
         impls, outs = {}, {}
+        blocks = [(bm, bn, bk, "")] + [(*(int(x) for x in blk.split("/")), "@" + blk) for blk in opts.blocks]
         for name, lib in libs.items():
             runs = [(name, code, a, b)] + ([(name + ":f32", 0, a32, b32)] if f16 else [])
             for key, dt, x, y in runs:
-                c = outs[key] = np.empty((batch, M, N), np.int32 if i8 else np.float32)
-                impls[key] = (lambda lib=lib, c=c, dt=dt, x=x, y=y: lib.ab_launch(
-                    M, N, K, bm, bn, bk, batch, x.ctypes.data, y.ctypes.data, c.ctypes.data, dt))
+                for m0, n0, k0, tag in blocks:
+                    c = outs[key + tag] = np.empty((batch, M, N), np.int32 if i8 else np.float32)
+                    impls[key + tag] = (lambda lib=lib, c=c, dt=dt, x=x, y=y, m0=m0, n0=n0, k0=k0: lib.ab_launch(
+                        M, N, K, m0, n0, k0, batch, x.ctypes.data, y.ctypes.data, c.ctypes.data, dt))
         a2, b2 = (a32[0], b32[0]) if batch == 1 else (a32, b32)
         impls["numpy"] = lambda: a2 @ b2
         if torch is not None:
@@ -145,6 +151,10 @@ def main():
             if k != first:
                 ratio = statistics.median(t[i] / times[first][i] for i in range(opts.rounds))
                 line += f"   {first} speed / {k}: median {ratio:.3f}, best {min(t) / min(times[first]):.3f}"
+            if k in outs and k != first:  # ours at other blocks or dtype: against numpy too
+                tn = times["numpy"]
+                ratio = statistics.median(tn[i] / t[i] for i in range(opts.rounds))
+                line += f";  {k} / numpy: median {ratio:.3f}, best {min(tn) / min(t):.3f}"
             print(line, flush=True)
 
 
