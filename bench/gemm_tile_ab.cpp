@@ -1,4 +1,4 @@
-// The fp32 (or int8 -> int32) tile program of examples/gemm.py (after @gemm_out: per block, per K step one gemm_run
+// The fp32 (or int8 -> int32, or fp16 -> fp32) tile program of examples/gemm.py (after @gemm_out: per block, per K step one gemm_run
 // on A and B tiles viewed in place, both stable, C computed in its window) replayed against one
 // build of the gemm runtime, for side-by-side comparisons of gemm_impl.h variants in one process
 // (bench/gemm_tile_ab.py compiles this file once per variant's include directory). Not a test.
@@ -18,7 +18,7 @@ struct Job {
   int M, N, K, bm, bn, bk, batch;
   const void *A, *B;
   void* C;
-  bool i8;  // int8 operands, int32 C (else fp32)
+  int dtype;  // 0: fp32 operands and C; 1: int8 operands, int32 C; 2: fp16 operands, fp32 C
 };
 Job g_job;
 int g_threads = 1;
@@ -54,7 +54,8 @@ void run_share_t(int t) {
   }
 }
 void run_share(int t) {
-  if (g_job.i8) run_share_t<int8_t, int32_t>(t);
+  if (g_job.dtype == 1) run_share_t<int8_t, int32_t>(t);
+  else if (g_job.dtype == 2) run_share_t<tw_cpu::f16, float>(t);
   else run_share_t<float, float>(t);
 }
 void worker(int t) {
@@ -83,11 +84,12 @@ API void ab_setup(int threads, int hot) {
   }
 }
 // One launch of the tile program: C[batch][M][N] = A[batch][M][K] B[batch][K][N] in bm/bn/bk blocks,
-// fp32 (i8 = 0) or int8 operands with an int32 C (i8 = 1).
+// fp32 (dtype 0), int8 operands with an int32 C (1) or fp16 operands with an fp32 C (2: the fp16
+// program's fp32 accumulator tile, its final copy-out to fp16 left out).
 API void ab_launch(int M, int N, int K, int bm, int bn, int bk, int batch, const void* A, const void* B,
-                   void* C, int i8) {
+                   void* C, int dtype) {
   tw_cpu::new_launch();
-  g_job = Job{M, N, K, bm, bn, bk, batch, A, B, C, i8 != 0};
+  g_job = Job{M, N, K, bm, bn, bk, batch, A, B, C, dtype};
   if (g_threads > 1) {
     {
       std::lock_guard<std::mutex> l(g_mu);

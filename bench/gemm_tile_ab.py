@@ -7,7 +7,8 @@ on examples/gemm.py's fp32 tile program, with numpy and torch in the same rounds
 
 Each variant's include directory (one holding tw_cpu/gemm_impl.h and gemm_runtime.cpp) is compiled with
 bench/gemm_tile_ab.cpp at the runtime's flags into a shared library; all are loaded into this
-process. A shape is M,N,K,block_M,block_N,block_K[,batch]. Every round times each implementation
+process. A shape is M,N,K,block_M,block_N,block_K[,batch]; --blocks BM/BN/BK ... times each variant at those
+blocks too, in the same rounds (as NAME@BM/BN/BK). Every round times each implementation
 (best of a few calls), alternating the order; printed per implementation: the best and median
 rates, and against the first variant the median of the per-round time ratios (> 1: the first is
 faster) and the ratio of the best times. --cpu-time times the calling thread's CPU time
@@ -16,8 +17,10 @@ reads the first block's tiles (the operands stay cached: the micro-kernels' and 
 (x86-64-v3: the AVX2 proxy) puts numpy's OpenBLAS and torch on their AVX2 kernels too, as
 bench/run.py's --cpu-arch does.
 --dtype int8: int8 operands and an int32 C (the int8 tile program; numpy and torch time fp32 of the
-same values). Outputs are checked against a float64 reference (int8: exactly) and compared bit for
-bit with the first variant's.
+same values). --dtype float16: fp16 operands into an fp32 C (the fp16 program's accumulator tile), and
+each variant's fp32 program on the same values beside it as NAME:f32 (issue 16's fp16 goal is against
+our fp32); numpy and torch time fp32. Outputs are checked against a float64 reference (int8: exactly)
+and compared bit for bit with the first variant's.
 """
 import argparse
 import ctypes
@@ -52,9 +55,13 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cpu-time", action="store_true")
     ap.add_argument("--hot", action="store_true")
+    ap.add_argument("--blocks", nargs="*", default=[], metavar="BM/BN/BK",
+                    help="more block sizes for every shape: each variant's program at each of them beside the "
+                         "shape's own in every round, as NAME@BM/BN/BK")
     ap.add_argument("--march", default="native")
-    ap.add_argument("--dtype", default="float32", choices=["float32", "int8"],
-                    help="int8: int8 operands, int32 C, exact; numpy times float32 of the same values")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "int8", "float16"],
+                    help="int8: int8 operands, int32 C, exact; float16: fp16 operands, fp32 C, with our fp32 "
+                         "beside it; numpy and torch time float32 of the same values")
     opts = ap.parse_args()
     n = opts.threads
     if opts.cpu_time and n != 1:
@@ -89,22 +96,26 @@ def main():
         v = [int(x) for x in shape.split(",")]
         M, N, K, bm, bn, bk = v[:6]
         batch = v[6] if len(v) > 6 else 1
-        i8 = opts.dtype == "int8"
+        i8, f16 = opts.dtype == "int8", opts.dtype == "float16"
         if i8:
             a = rng.integers(-128, 128, (batch, M, K), dtype=np.int8)
             b = rng.integers(-128, 128, (batch, K, N), dtype=np.int8)
         else:
-            a = rng.standard_normal((batch, M, K)).astype(np.float32)
-            b = rng.standard_normal((batch, K, N)).astype(np.float32)
+            a = rng.standard_normal((batch, M, K)).astype(opts.dtype)
+            b = rng.standard_normal((batch, K, N)).astype(opts.dtype)
         ref = a.astype(np.float64) @ b.astype(np.float64)
+        a32, b32 = a.astype(np.float32), b.astype(np.float32)
+        code = {"float32": 0, "int8": 1, "float16": 2}[opts.dtype]
         impls, outs = {}, {}
+        blocks = [(bm, bn, bk, "")] + [(*(int(x) for x in blk.split("/")), "@" + blk) for blk in opts.blocks]
         for name, lib in libs.items():
-            c = outs[name] = np.empty((batch, M, N), np.int32 if i8 else np.float32)
-            impls[name] = (lambda lib=lib, c=c: lib.ab_launch(M, N, K, bm, bn, bk, batch, a.ctypes.data,
-                                                               b.ctypes.data, c.ctypes.data, int(i8)))
-        a2, b2 = (a[0], b[0]) if batch == 1 else (a, b)
-        if i8:
-            a2, b2 = a2.astype(np.float32), b2.astype(np.float32)
+            runs = [(name, code, a, b)] + ([(name + ":f32", 0, a32, b32)] if f16 else [])
+            for key, dt, x, y in runs:
+                for m0, n0, k0, tag in blocks:
+                    c = outs[key + tag] = np.empty((batch, M, N), np.int32 if i8 else np.float32)
+                    impls[key + tag] = (lambda lib=lib, c=c, dt=dt, x=x, y=y, m0=m0, n0=n0, k0=k0: lib.ab_launch(
+                        M, N, K, m0, n0, k0, batch, x.ctypes.data, y.ctypes.data, c.ctypes.data, dt))
+        a2, b2 = (a32[0], b32[0]) if batch == 1 else (a32, b32)
         impls["numpy"] = lambda: a2 @ b2
         if torch is not None:
             ta, tb = torch.from_numpy(a2), torch.from_numpy(b2)
@@ -140,6 +151,10 @@ def main():
             if k != first:
                 ratio = statistics.median(t[i] / times[first][i] for i in range(opts.rounds))
                 line += f"   {first} speed / {k}: median {ratio:.3f}, best {min(t) / min(times[first]):.3f}"
+            if k in outs and k != first:  # ours at other blocks or dtype: against numpy too
+                tn = times["numpy"]
+                ratio = statistics.median(tn[i] / t[i] for i in range(opts.rounds))
+                line += f";  {k} / numpy: median {ratio:.3f}, best {min(tn) / min(t):.3f}"
             print(line, flush=True)
 
 
