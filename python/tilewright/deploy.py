@@ -215,6 +215,8 @@ def precompile(specs, *, workers: int = None, progress=True) -> list:
         print(f"tilewright: precompiled {len(specs) - failed} of {len(specs)} kernel(s) in "
               f"{time.perf_counter() - t_all:.2f} s" + (f"; {failed} FAILED (the first one below)" if failed else ""),
               file=stream, flush=True)
+    if isinstance(first_error, TilewrightError) and first_error.line <= 0:  # raised in a pool thread: at the call
+        raise TilewrightError(first_error.message, *user_location(), 0, first_error.hint) from None
     if first_error is not None:
         raise first_error
     return out

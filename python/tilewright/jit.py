@@ -189,13 +189,17 @@ class Kernel:
         its :class:`Profile` (cycles, time at the chip clock, per-pipe busy %, Cube utilisation,
         TFLOP/s, checker reports). ``functional=False`` skips the arithmetic (timing only; outputs
         are left unset). ``trace=path`` also writes a Chrome/Perfetto trace."""
+        for flag, value in (("functional", functional), ("check", check)):
+            if not isinstance(value, (bool, _np.bool_)):  # nanobind's TypeError leaked (api34 F10)
+                raise TilewrightError(f"profile({flag}=...) takes a bool, got {value!r}", *user_location(),
+                                      hint=f"{flag}=True or {flag}=False")
         try:
             args, torch_out = _prepare_args(args, self)
         except TilewrightError as e:
             raise TilewrightError(e.message, *user_location(), 0, e.hint) from None
         try:
             with _progress(f"simulating kernel '{self.name}' on {self.target}"):
-                outs, report = self._exe.simulate(list(args), functional, check, trace is not None)
+                outs, report = self._exe.simulate(list(args), bool(functional), bool(check), trace is not None)
         except TilewrightError as e:
             self._raise_at_call(e)
         if trace is not None:
