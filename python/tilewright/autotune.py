@@ -755,8 +755,8 @@ def _parameters(fn):
 def autotune(configs, key=(), prune=None, executor=None, warmup=25, rep=100, prune_factor=2.0, verbose=True,
              inputs=None):
     """Decorates a ``@tw.jit`` factory (see the module docstring). ``configs``: a list of
-    :class:`Config` (or dicts) of factory keyword arguments; ``key``: the factory parameters whose
-    values start a new sweep (default: all arguments of the call); ``prune``: optional
+    :class:`Config` (or dicts) of factory keyword arguments; ``key``: the names (a list, or one str) of
+    the factory parameters whose values start a new sweep (default: all arguments of the call); ``prune``: optional
     ``prune(configs, **key_args) -> configs``; ``executor``: a ``concurrent.futures.Executor``
     (e.g. ``dask.distributed.Client(...).get_executor()``), ``"inline"`` for none, default local
     processes; ``warmup``/``rep``: :func:`tilewright.do_bench` budgets in ms; ``prune_factor``:
