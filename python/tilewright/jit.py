@@ -407,6 +407,13 @@ def _build(prim_or_fn, target: str, out_idx) -> Kernel:
         from .frontend import parse_tile_loops
         ir_kernel = parse_tile_loops(prim_or_fn)
     outs = _out_indices(ir_kernel, out_idx)
+    inputs = [i for i in outs if not ir_kernel.params[i].is_output]
+    if inputs and not isinstance(prim_or_fn, PrimFunc):
+        # it made the input an output: allocated, never written, returned as garbage (api34 F17)
+        name = ir_kernel.params[inputs[0]].name
+        raise TilewrightError(f"out_idx names input '{name}' of the tile-loops kernel '{ir_kernel.name}': its "
+                              "outputs are its tw.output declarations", *user_location(),
+                              hint="leave out_idx out for a tile-loops kernel; it returns what tw.output declares")
     if outs:
         ir_kernel = _C.mark_outputs(ir_kernel, outs)
     t0 = time.perf_counter()

@@ -164,3 +164,28 @@ def test_f16_precompile_errors_of_its_threads_are_at_its_call():
     located(lambda: tw.precompile([(twice, (8,), "tpu")], progress=False), HERE, "@F16", "unknown target 'tpu'")  # @F16
     located(lambda: tw.precompile([(lambda n: 5, (3,))], progress=False), HERE, "@F16B",  # @F16B
             "returned 5, not a compiled kernel")
+
+
+def test_f17_out_idx_naming_an_input_of_a_tile_loops_kernel_is_refused():
+    # X became an output: allocated, never written, the kernel took no input and returned garbage
+    def copy8(X: tw.Tensor((8,), "float32")):
+        out = tw.output((8,), dtype="float32")
+        for i in range(1):
+            t = tw.load(X, (0,), (8,))
+            tw.store(out, (0,), t)
+        return out
+    located(lambda: tw.compile(copy8, out_idx=[0]), HERE, "@F17", "out_idx names input 'X'", "tw.output")  # @F17
+    x = randn((8,), seed=17)
+    np.testing.assert_array_equal(tw.compile(copy8, out_idx=[-1])(x), x)  # naming its output stays harmless
+
+
+@pytest.mark.xfail(strict=True, reason="api34 F18: an output the kernel never writes is returned uninitialised, "
+                                       "silently (a C++ check on globals_written of the outputs would catch it)")
+def test_f18_an_output_the_kernel_never_writes_is_an_error():
+    @T.prim_func
+    def writes_y(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32"), Z: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(8):
+                Y[i] = X[i]
+    with pytest.raises(tw.TilewrightError, match="never writes|never written"):
+        tw.compile(writes_y, out_idx=[-1])  # meant [1]: Z is returned as uninitialised memory
