@@ -416,6 +416,14 @@ def _build(prim_or_fn, target: str, out_idx) -> Kernel:
                               hint="leave out_idx out for a tile-loops kernel; it returns what tw.output declares")
     if outs:
         ir_kernel = _C.mark_outputs(ir_kernel, outs)
+    written = set(_C.written_params(ir_kernel))
+    unwritten = [p.name for i, p in enumerate(ir_kernel.params) if p.is_output and i not in written]
+    if unwritten:  # returned as uninitialised memory, silently (api34 F18)
+        names = [p.name for i, p in enumerate(ir_kernel.params) if i in written and not p.is_output]
+        fix = (f"out_idx names the parameters the kernel writes (here {', '.join(map(repr, names))})" if outs else
+               "store every tw.output the kernel returns (tw.store(out, ...))")
+        raise TilewrightError(f"kernel '{ir_kernel.name}' never writes its output '{unwritten[0]}': it would be "
+                              "returned uninitialised", *user_location(), hint=fix)
     t0 = time.perf_counter()
     try:
         with _progress(f"compiling kernel '{ir_kernel.name}' for {target}"):
