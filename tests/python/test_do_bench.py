@@ -53,6 +53,17 @@ def test_cache_flush_runs():
     assert tw.do_bench(lambda: None, rep=1, flush_cache=True) >= 0.0
 
 
+def test_the_flush_counts_in_the_estimate(monkeypatch):
+    # A fast fn with flush_cache ran rep / fn-time flushes of 256 MiB (833 for `lambda: None` at
+    # rep=1: 8.7 s of CI); as in Triton the flush is part of the estimated cost, so a flush of at
+    # least 2 ms allows at most 5 estimate calls + rep / 2 ms timed calls + the warmup's none.
+    from tilewright import benchmark
+    flushes = []
+    monkeypatch.setattr(benchmark, "_flush_cache", lambda: (flushes.append(1), time.sleep(0.002)))
+    assert tw.do_bench(lambda: None, warmup=0, rep=10, flush_cache=True) >= 0.0
+    assert 2 <= len(flushes) <= 10
+
+
 def test_simulated_time_on_ascend():
     k = seed_matmul.build(128, 128, 128, dtype="float16", target="ascend910b")
     a, b = k.example_inputs()
