@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 
+import tilewright as tw
 import tilewright.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -83,7 +84,8 @@ def _cases(seed, count):
     for _ in range(count - len(out)):
         out.append(tuple(int(v) for v in rng.choice(pool, 3)))
     for n, m, a in out:
-        x = np.concatenate([np.array([I32.min, -1, 0, 1, I32.max], np.int64), rng.integers(I32.min, I32.max, N - 5, endpoint=True)])
+        x = np.concatenate([np.array([I32.min, -1, 0, 1, I32.max], np.int64),
+                            rng.integers(I32.min, I32.max, N - 5, endpoint=True)])
         x2 = np.clip(x, a + int(I32.min), a + int(I32.max))
         x3 = x if a == I32.min else x2
         yield x.astype(np.int32), x2.astype(np.int32), x3.astype(np.int32), n, m, a
@@ -125,8 +127,28 @@ def test_int32_tile_with_an_int64_scalar(target):
     x = np.concatenate([np.array([I32.min, I32.min + 1, -7, -1, 0, 1, 5, I32.max], np.int64),
                         rng.integers(I32.min, I32.max, N - 8, endpoint=True)])
     xi = x.astype(np.int32)
-    for c in [0, -1, 3, -65536, I32.min, I32.max, 2 ** 31, -2 ** 31 - 1, 2 ** 32 + 5, -2 ** 32, 2 ** 40 - 7, -2 ** 40 - 7,
-              int(rng.integers(-2 ** 62, 2 ** 62))]:
+    for c in [0, -1, 3, -65536, I32.min, I32.max, 2 ** 31, -2 ** 31 - 1, 2 ** 32 + 5, -2 ** 32, 2 ** 40 - 7,
+              -2 ** 40 - 7, int(rng.integers(-2 ** 62, 2 ** 62))]:
         q, r = _fdiv(x, c)
         want = np.stack([_w32(v) for v in (x + c, c - x, q, r, np.maximum(x, c), _fdiv(c, x)[0])])
         np.testing.assert_array_equal(run_on(_int64_scalar, target, [-1], xi, c), want, err_msg=f"{target} c={c}")
+
+
+@T.prim_func
+def _int64_nested(X: T.Tensor((N,), "int32"), c: T.int64, Y: T.Tensor((N,), "int32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((N,), "int32")
+        y = T.alloc_fragment((N,), "int32")
+        T.copy(X, x)
+        for j in T.Parallel(N):
+            y[j] = (x[j] + c) * 3  # two int64 operations: still the located error
+        T.copy(y, Y)
+
+
+def test_int64_scalar_error_names_the_forms_that_run():
+    """Two int64 operations of an int32 tile and an int64 scalar stay an error on ascend910b; its hint names the
+    one-operation forms test_int32_tile_with_an_int64_scalar runs (review33 R4: the old hint named label forms)."""
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(_int64_nested, target=TARGET, out_idx=[-1])
+    msg = str(e.value)
+    assert "int64" in msg and "test_wrap34_s34.py" in msg and "y[j] = x[j] + c" in msg and "x[j] // c" in msg, msg
