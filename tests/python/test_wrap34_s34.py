@@ -40,13 +40,14 @@ def _fdiv(a, b):  # the language's // and % on int64: floor, x // 0 == 0, x % 0 
 @T.prim_func
 def _int32_params(X: T.Tensor((N,), "int32"), X2: T.Tensor((N,), "int32"), X3: T.Tensor((N,), "int32"), n: T.int32,
                   m: T.int32, a: T.int32,
-                  Y: T.Tensor((F_INT, N), "int32"), Z: T.Tensor((N,), "float32")):
+                  Y: T.Tensor((F_INT, N), "int32"), Z: T.Tensor((N,), "float32"), H: T.Tensor((N,), "float16")):
     with T.Kernel(1) as bx:
         x = T.alloc_fragment((N,), "int32")
         x2 = T.alloc_fragment((N,), "int32")
         x3 = T.alloc_fragment((N,), "int32")
         y = T.alloc_fragment((F_INT, N), "int32")
         z = T.alloc_fragment((N,), "float32")
+        h = T.alloc_fragment((N,), "float16")
         T.copy(X, x)
         T.copy(X2, x2)
         T.copy(X3, x3)
@@ -62,8 +63,10 @@ def _int32_params(X: T.Tensor((N,), "int32"), X2: T.Tensor((N,), "int32"), X3: T
             y[7, j] = T.where(x2[j] - a > 0, 1, 0)  # F9: seen (x2 keeps x2 - a inside int32)
             y[8, j] = x[j] ^ w  # wrapped: the store's bits
             z[j] = T.cast(n * m + j, "float32")  # F5: converted once
+            h[j] = T.where((x[j] ^ w) > 0, 1, 0)  # F8 into a float16 tile
         T.copy(y, Y)
         T.copy(z, Z)
+        T.copy(h, H)
 
 
 def _int32_params_want(x, x2, x3, n, m, a):
@@ -71,7 +74,7 @@ def _int32_params_want(x, x2, x3, n, m, a):
     j, w = np.arange(N, dtype=np.int64), np.int64(n) * np.int64(m)
     q, r = _fdiv(w + j, 65536)
     y = [q, r, (x ^ w) < 0, (x | w) > 0, _fdiv(x & w, 2)[0], _fdiv(x ^ w, 3)[0], x3 - a, x2 - a > 0, x ^ w]
-    return np.stack([_w32(v) for v in y]), (w + j).astype(np.float32)
+    return np.stack([_w32(v) for v in y]), (w + j).astype(np.float32), ((x ^ w) > 0).astype(np.float16)
 
 
 def _cases(seed, count):
@@ -95,10 +98,9 @@ def _cases(seed, count):
 def test_int32_parameters_leaving_int32(target):
     """F5 / F8 / F9 forms at 12 parameter triples (4 fixed: the findings' values), exact against numpy int64."""
     for x, x2, x3, n, m, a in _cases(34, 12):
-        y, z = run_on(_int32_params, target, [-2, -1], x, x2, x3, n, m, a)
-        want_y, want_z = _int32_params_want(x, x2, x3, n, m, a)
-        np.testing.assert_array_equal(y, want_y, err_msg=f"{target} n={n} m={m} a={a}")
-        np.testing.assert_array_equal(z, want_z, err_msg=f"{target} n={n} m={m} a={a}")
+        got = run_on(_int32_params, target, [-3, -2, -1], x, x2, x3, n, m, a)
+        for g, want in zip(got, _int32_params_want(x, x2, x3, n, m, a)):
+            np.testing.assert_array_equal(g, want, err_msg=f"{target} n={n} m={m} a={a}")
 
 
 F_I64 = 6

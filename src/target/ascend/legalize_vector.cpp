@@ -3351,8 +3351,8 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   wrapped_.clear();
   seen_.clear();
   unstored_past_int32(value, dt.is_int() && dt.bytes() <= 4);
-  const bool elem = (dt == kI32 || dt == kF32 || small_int(dt)) && elem_past_int32(value);
-  int root = elem ? element_loop(value, dt == kF32 ? kF32 : kI32, sp) : build(value);
+  const bool elem = (dt == kI32 || small_int(dt) || dt.is_float()) && elem_past_int32(value);
+  int root = elem ? element_loop(value, dt.is_float() ? kF32 : kI32, sp) : build(value);
   if (auto lt = L_.let_tiles_.find(st->buffer.get()); lt != L_.let_tiles_.end()) lt->second = bound(root);
   single_f16_ = false;
   if (nodes_[root].dtype != compute_type(dt) || nodes_[root].shape == Shape::Scalar) {
