@@ -188,12 +188,11 @@ def test_8bit_arithmetic_past_2_24_stored_wider(target, src, dst):
     ("add_gt", (65536, 32767, 0), (65536, 32768, 0)),  # x + a: 2^31 - 65536 + x fits, 2^31 + x does not (x >= 0)
     ("where_sum", (65536, 32767, 0), (65536, 32768, 0)),
     ("mul_gt", (1, 1000, 0), (65536, 32768, 0)),      # x * a: a = 2^31 past int32, x != 0
-    ("max_div", (1, I32_MAX, 0), (1, I32_MAX, 1)),     # T.max(x, a) // 2: a = 2^31 past int32
 ])
 def test_value_past_int32_seen_unwrapped_is_a_report(form, fits, past):
-    """x + a, x * a, T.max(x, a) compared or divided (seen unwrapped; where_sum: the same sum also stored, built
-    apart) where the value leaves int32: the
-    simulator's int32 overflow report at the line (no silent wrapped value); where it fits, exact, no report."""
+    """x + a, x * a compared (seen unwrapped; where_sum: the same sum also stored, built apart) where the value
+    leaves int32: the simulator's int32 overflow report at the line (no silent wrapped value); where it fits, exact,
+    no report. (T.max(x, a) // 2 is exact since h-wrap34: test_max_past_int32_divided_is_exact.)"""
     k = tw.compile(_let_kernel(form), target=TARGET, out_idx=[-1])
     x = np.resize(np.array([0, 1, 3, 7], np.int32), N)
     prof = k.profile(x, *fits)
@@ -201,6 +200,17 @@ def test_value_past_int32_seen_unwrapped_is_a_report(form, fits, past):
     np.testing.assert_array_equal(prof.outputs, _let_want(form, x, *fits))
     prof = k.profile(x, *past)
     assert any("int32 overflow" in r for r in prof["reports"]), prof["reports"]
+
+
+def test_max_past_int32_divided_is_exact():
+    """T.max(x, a) // 2 with a = 2^31 past int32 (the quotient 2^30 fits): the store computed on the scalar unit
+    in int64 since h-wrap34 (it was the unwrapped value's int32 overflow report above), exact, no report."""
+    k = tw.compile(_let_kernel("max_div"), target=TARGET, out_idx=[-1])
+    x = np.resize(np.array([0, 1, 3, 7, -5], np.int32), N)
+    for args in ((1, I32_MAX, 0), (1, I32_MAX, 1), (65536, 65536, -3)):
+        prof = k.profile(x, *args)
+        assert prof["reports"] == [], prof["reports"]
+        np.testing.assert_array_equal(prof.outputs, _let_want("max_div", x, *args))
 
 
 R2, C2 = 3, 10

@@ -7,8 +7,8 @@ compiled and ran before h-lead33 (the checker saw only the aligned step) and was
 naming `k = 1`, a step that never runs; a guarded 1-D copy window (`t[r * 3:r * 3 + 8]` under `if r == 0`,
 session 23's check) was rejected the same way. A start using a variable an enclosing if tests (directly or
 through a let) is now left to the checker at run time, as any run-time start is.
-R4 (open, strict xfail): `y[j] = x[j] + c` / `x[j] // c` with int32 tiles and an int64 scalar parameter c is an
-error on ascend910b (also on h-ascwrap33's build) whose hints are not fixes; cpu runs both (controls here).
+R4 (fixed in session 34 by h-wrap34): `y[j] = x[j] + c` / `x[j] // c` with int32 tiles and an int64 scalar
+parameter c was an error on ascend910b whose hints were not fixes; both run exactly now, as on cpu (controls here).
 R3 (fixed here): the steps enumerated a let's interval, not its values: `s = (k * 16) // 2` (0, 8, 16) was
 rejected "when s = 1"; lets are now inlined, so the steps are those of the loops and blocks.
 R2: h-lead33's port33 F3 hint ("any dtype (int32 / uint8 too) ... an element loop on the scalar unit") made
@@ -27,7 +27,6 @@ import sys
 import numpy as np
 import pytest
 
-import tilewright as tw
 import tilewright.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -255,7 +254,7 @@ def test_int64_scalar_label_in_one_row():
             np.testing.assert_array_equal(run_on(_scalar_label_row, target, [-1], x, n), want, err_msg=f"{target} {n}")
 
 
-# --------------------------------------------------------------------------------------------- R4 (open)
+# --------------------------------------------------------------------------------------------- R4 (fixed: h-wrap34)
 def _int32_plus_int64_scalar(form):
     @T.prim_func
     def main(X: T.Tensor((N,), "int32"), c: T.int64, Y: T.Tensor((N,), "int32")):
@@ -294,11 +293,9 @@ def test_r4_int32_tile_with_an_int64_scalar_runs_on_cpu(form):
     _int32_plus_int64_scalar_case(form, "cpu")
 
 
-@pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
-                   reason="review33 R4: y[j] = x[j] + c / x[j] // c (int32 tiles, an int64 scalar parameter c) is an "
-                          "error on ascend910b ('conversion from int32 to int64', hint: h-labels33's label forms; "
-                          "'// on int64 tile data', hint T.cast(x, \"int32\")), though the sum wraps like "
-                          "x[j] + T.cast(c, \"int32\"), which runs; neither hint is a fix (T.cast(c, \"int32\") changes the quotient)")
+# review33 R4, fixed by h-wrap34: x[j] + c / x[j] // c (int32 tiles, an int64 scalar parameter c) run exactly on
+# ascend910b (the int32 forms with c a scalar that may leave int32); it was an error ('conversion from int32 to
+# int64', '// on int64 tile data') whose hints were no fix (T.cast(c, "int32") changes the quotient)
 @pytest.mark.parametrize("form", ["add", "floordiv"])
 def test_r4_int32_tile_with_an_int64_scalar(form):
     _int32_plus_int64_scalar_case(form, TARGET)

@@ -366,6 +366,10 @@ class MapLowering {
   int element_loop(const Expr& e, DType t, const Span& sp);  // e as t on the scalar unit (definition)
   bool past_operand(const Expr& e) const;  // int32 + - * of tile data and a scalar past int32 (definition)
   bool past_scalar(int x) const;  // an integer scalar node that may hold a value outside int32 (definition)
+  // free of tile data and of the map's indices: one value for the whole map (a vector call's scalar operand)
+  bool is_scalar(const Expr& x) const { return !has_load(x) && !uses_var(x, vj()) && !(vi() && uses_var(x, vi())); }
+  bool elem_past_int32(const Expr& e) const;  // hunt33 F5 / F8: the store on the scalar unit (definition)
+  std::optional<int> int64_operand(DType t, const Expr& v);  // review33 R4 (definition)
   void unstored_past_int32(const Expr& e, bool wraps);  // hunt32 F8 (definition); records wrapped_
   // the store's subexpressions whose value is wrapped into int32 or narrower before anything else sees it
   // (unstored_past_int32's `wraps`), and those seen unwrapped somewhere (one node can stand in both places:
@@ -2052,7 +2056,6 @@ int MapLowering::clamp_past_int32(int x, const Expr& lo, const Expr& hi, bool wr
 // min(min(max(x, lo), hi), c) = min(max(x, lo), min(hi, c))). The inner call's wrapped result is never
 // an operand of the outer one. nullopt: not such a chain.
 std::optional<int> MapLowering::int32_clamp_chain(const Expr& e) {
-  auto is_scalar = [&](const Expr& x) { return !has_load(x) && !uses_var(x, vj()) && !(vi() && uses_var(x, vi())); };
   std::vector<std::pair<ir::BinOp, Expr>> chain;  // outermost first
   Expr x = e;
   bool past = false;
@@ -2141,7 +2144,6 @@ int MapLowering::element_loop(const Expr& e, DType t, const Span& sp) {
 // An int32 +, - or * in e (no deeper than its arithmetic) with a scalar operand that may leave int32 and an
 // operand that is tile data or a map index: the vector call's int32 scalar is not the language's value.
 bool MapLowering::past_operand(const Expr& e) const {
-  auto is_scalar = [&](const Expr& x) { return !has_load(x) && !uses_var(x, vj()) && !(vi() && uses_var(x, vi())); };
   if (e->kind == ir::ExprKind::Unary) return past_operand(as<ir::UnaryNode>(e)->a);
   if (e->kind != ir::ExprKind::Binary || !e->dtype.is_int()) return false;
   auto* b = as<ir::BinaryNode>(e);
@@ -2149,6 +2151,91 @@ bool MapLowering::past_operand(const Expr& e) const {
   for (const Expr& o : {b->a, b->b})
     if (is_scalar(o) && !is_scalar(o.get() == b->a.get() ? b->b : b->a) && L_.may_leave_int32(o)) return true;
   return past_operand(b->a) || past_operand(b->b);
+}
+
+// hunt33 F5 / F8: the store computed element by element on the scalar unit (element_loop: in int64 as the
+// language and cpu compute it, converted once at the store) where the vector units could give only a wrong
+// value or a report for a value the program may well have: an int32 & | ^ of tile data (or a map index) and
+// a scalar that may leave int32, seen unwrapped (its int64 value leaves int32 for most x: `(x ^ a) < 0`,
+// `(x | a) // 2`), or a // or % of tile data whose dividend may leave int32 through such a scalar
+// (`(n * m + q) // 65536`, `T.max(x, a) // 2`, `a // x`: the quotient fits where the dividend does not).
+bool MapLowering::elem_past_int32(const Expr& e) const {
+  std::function<bool(const Expr&)> wide = [&](const Expr& x) -> bool {  // may leave int32 through a scalar
+    if (!x->dtype.is_int()) return false;
+    if (is_scalar(x)) return L_.may_leave_int32(x);
+    if (x->kind == ir::ExprKind::Unary) return wide(as<ir::UnaryNode>(x)->a);
+    if (x->kind != ir::ExprKind::Binary) return false;
+    switch (as<ir::BinaryNode>(x)->op) {
+      case ir::BinOp::Add: case ir::BinOp::Sub: case ir::BinOp::Mul: case ir::BinOp::Max: case ir::BinOp::Min:
+      case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor:
+        return wide(as<ir::BinaryNode>(x)->a) || wide(as<ir::BinaryNode>(x)->b);
+      default: return false;
+    }
+  };
+  std::function<bool(const Expr&)> walk = [&](const Expr& x) -> bool {
+    switch (x->kind) {
+      case ir::ExprKind::Binary: {
+        auto* b = as<ir::BinaryNode>(x);
+        const bool bitwise = b->op == ir::BinOp::BitAnd || b->op == ir::BinOp::BitOr || b->op == ir::BinOp::BitXor;
+        if (bitwise && x->dtype == kI32 && !is_wrapped(x) && is_scalar(b->a) != is_scalar(b->b) &&
+            L_.may_leave_int32(is_scalar(b->a) ? b->a : b->b) && !(is_scalar(b->a) ? b->a : b->b)->dtype.is_float())
+          return true;
+        if ((b->op == ir::BinOp::FloorDiv || b->op == ir::BinOp::Mod) && x->dtype.is_int() && !is_scalar(x) && wide(b->a))
+          return true;
+        return walk(b->a) || walk(b->b);
+      }
+      case ir::ExprKind::Unary: return walk(as<ir::UnaryNode>(x)->a);
+      case ir::ExprKind::Cast: return walk(as<ir::CastNode>(x)->value);
+      case ir::ExprKind::Select:
+        return walk(as<ir::SelectNode>(x)->cond) || walk(as<ir::SelectNode>(x)->t) || walk(as<ir::SelectNode>(x)->f);
+      case ir::ExprKind::Call:
+        for (const Expr& a : as<ir::CallNode>(x)->args)
+          if (walk(a)) return true;
+        return false;
+      default: return false;
+    }
+  };
+  return walk(e);
+}
+
+// review33 R4: int64 arithmetic of int32 tile data x and an int64 scalar c (the tile promoted: cast(x, int64)
+// op c) wrapped into t (int32 or narrower) is the int32 form with c a scalar that may leave int32: x + c,
+// x - c, c - x modulo 2^32 (add_sub_past_int32), x // c, x % c exact (divide_past_int32), T.max / T.min
+// (clamp_past_int32), * & | ^ of the wrapped c (right modulo 2^32), c // x and c % x on the scalar unit
+// (element_loop); the Vector core has no int64 data. nullopt: not such a value.
+std::optional<int> MapLowering::int64_operand(DType t, const Expr& v) {
+  if (!(t == kI32 || small_int(t)) || v->dtype != DType(DTypeCode::i64) || v->kind != ir::ExprKind::Binary)
+    return std::nullopt;
+  auto* b = as<ir::BinaryNode>(v);
+  auto data32 = [&](const Expr& o) -> Expr {  // cast(x, int64) of int32 tile data: x
+    if (o->kind != ir::ExprKind::Cast || is_scalar(o)) return nullptr;
+    const Expr& w = as<ir::CastNode>(o)->value;
+    return w->dtype == kI32 ? w : nullptr;
+  };
+  const Expr xa = data32(b->a), xb = data32(b->b);
+  const bool sa = is_scalar(b->a) && b->a->dtype.is_int(), sb = is_scalar(b->b) && b->b->dtype.is_int();
+  if (!((xa && sb) || (sa && xb))) return std::nullopt;
+  const Span& sp = v->span;
+  const Expr c = sa ? b->a : b->b, c32 = ir::cast(c, kI32, sp);
+  auto int32_form = [&]() { return build(ir::binary(b->op, xa ? xa : c32, xb ? xb : c32, sp)); };
+  switch (b->op) {
+    case ir::BinOp::Mul: case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor: return int32_form();
+    case ir::BinOp::Add: case ir::BinOp::Sub: {
+      if (!L_.may_leave_int32(c)) return int32_form();
+      const int x = xa ? build(xa) : leaf_scalar(c);  // source order
+      const int y = xb ? build(xb) : leaf_scalar(c);
+      return add_sub_past_int32(b->op, x, y, /*wrapped=*/true, sp);
+    }
+    case ir::BinOp::FloorDiv: case ir::BinOp::Mod:
+      if (!L_.may_leave_int32(c)) return int32_form();
+      if (xa) return divide_past_int32(b->op, build(xa), c, /*wrapped=*/true, sp);
+      return element_loop(v, kI32, sp);
+    case ir::BinOp::Max: case ir::BinOp::Min:
+      if (!L_.may_leave_int32(c)) return int32_form();
+      return clamp_past_int32(build(xa ? xa : xb), b->op == ir::BinOp::Max ? c : nullptr,
+                              b->op == ir::BinOp::Min ? c : nullptr, /*wrapped=*/true, sp);
+    default: return std::nullopt;
+  }
 }
 
 // int32 a + b, a - b, one of them a scalar c that may leave int32, the other tile data x; c - x as ~x + (c + 1)
@@ -2629,6 +2716,7 @@ int MapLowering::build_uncached(const Expr& e) {
     case ir::ExprKind::Cast: {
       const Expr& v = as<ir::CastNode>(e)->value;
       DType t = e->dtype;
+      if (auto r = int64_operand(t, v)) return small_int(t) ? wrap_i32(*r, t, sp) : *r;  // review33 R4
       // T.cast of a let's name bound to integer arithmetic converts the let's int64 value (the frontend's
       // cast(cast(w, int64), t)). A map computes that arithmetic exactly (int32 in int32, an overflow being the
       // simulator's report; int8 / uint8 in float32 below 2^24, check_exact), so the int64 step is the value
@@ -2689,6 +2777,31 @@ int MapLowering::build_uncached(const Expr& e) {
                                nodes_[past_scalar(x) ? y : x].shape != Shape::Scalar;
           if (past_op && (b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub))
             return add_sub_past_int32(b->op, x, y, is_wrapped(e), sp);
+          if (e->dtype == kI32 && b->op == ir::BinOp::Sub && !past_op && nodes_[y].shape == Shape::Scalar &&
+              nodes_[x].shape != Shape::Scalar && !nodes_[y].dtype.is_float()) {
+            // hunt33 F9: x - c is printed Adds(x, -c), and -c is 2^31, past int32, where c = INT32_MIN (the
+            // wrapped -2^31 took x out of int32 where x - c fits). Where c's range holds INT32_MIN, -c is a
+            // scalar that may leave int32 (add_sub_past_int32's rule): wrapped, x ^ INT32_MIN (x + 2^31 modulo
+            // 2^32, no step leaving int32) where c = INT32_MIN, Adds(x, -c) elsewhere; seen, Adds of
+            // -max(c, -INT32_MAX), then Adds of [c == INT32_MIN]: the partial sums move monotonically from x to
+            // x - c, so none leaves int32 where x - c fits (a report where it does not, as before)
+            auto r = L_.scalar_range(nodes_[y].scalar);
+            if (r && r->first <= INT32_MIN) {
+              const DType i64{DTypeCode::i64};
+              auto i32 = [&](int64_t v) { return ir::int_imm(v, kI32, sp); };
+              const Expr c = ir::cast(nodes_[y].scalar, i64, sp);
+              const Expr at_min = simp(ir::binary(ir::BinOp::EQ, c, ir::int_imm(INT32_MIN, i64, sp), sp));
+              if (is_wrapped(e)) {  // modulo 2^32: x ^ INT32_MIN (x + 2^31) where c = INT32_MIN, else Adds(x, -c)
+                const int f = leaf_scalar(ir::select(at_min, i32(INT32_MIN), i32(0), sp));
+                const int z = bitwise(ir::BinOp::BitXor, x, f, sp);
+                if (auto v = ir::arith::literal(at_min); v && *v) return z;
+                return bin(ir::BinOp::Add, z, leaf_scalar(ir::select(at_min, i32(0), ir::cast(ir::arith::sub(ir::int_imm(0, i64, sp), c), kI32, sp), sp)), sp);
+              }
+              const Expr neg_c = ir::arith::sub(ir::int_imm(0, i64, sp), ir::arith::max(c, ir::int_imm(-INT32_MAX, i64, sp)));
+              const int z = bin(ir::BinOp::Add, x, leaf_scalar(ir::cast(neg_c, kI32, sp)), sp);
+              return bin(ir::BinOp::Add, z, leaf_scalar(ir::select(at_min, i32(1), i32(0), sp)), sp);
+            }
+          }
           if (past_op && b->op == ir::BinOp::Mul && !is_wrapped(e)) {
             // x * c seen unwrapped, c past int32: it fits only where x == 0. Muls(x, clamp(c)), then Muls by 2
             // where c is past: exact where c is inside int32 and x * c fits, a report where x * c leaves it
@@ -2784,7 +2897,6 @@ int MapLowering::build_uncached(const Expr& e) {
     case ir::ExprKind::Select: {
       auto* s = as<ir::SelectNode>(e);
       Expr cond = s->cond, keep = s->t, other = s->f;
-      auto is_scalar = [&](const Expr& x) { return !has_load(x) && !uses_var(x, vj()) && !(vi() && uses_var(x, vi())); };
       if (has_load(cond) || !mask_condition(cond, vi(), vj())) return select_on(cond, build(keep), build(other), sp);
       if (!is_scalar(other) && is_scalar(keep) && cond->kind == ir::ExprKind::Binary &&
           as<ir::BinaryNode>(cond)->op != ir::BinOp::And) {
@@ -3228,14 +3340,19 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
                 (one->op == ir::BinOp::Add || one->op == ir::BinOp::Sub || one->op == ir::BinOp::Mul);
   // (8-bit arithmetic stored into a wider tile: in int32, widen_8bit)
   // (an int value converted to float32 by the store: the cast written, for element_loop)
+  // (int64 arithmetic stored into int32 or narrower: the cast written, for int64_operand)
+  const bool int64_arith = st->value->dtype == DType(DTypeCode::i64) && st->value->kind == ir::ExprKind::Binary &&
+                           (dt == kI32 || small_int(dt));
   const Expr value = arith_8bit(st->value) && !small_int(dt) && dt != DType(DTypeCode::boolean)
                          ? ir::cast(widen_8bit(st->value), dt, sp)
-                     : dt == kF32 && st->value->dtype.is_int() && past_operand(st->value) ? ir::cast(st->value, dt, sp)
-                                                                                           : st->value;
+                     : (dt == kF32 && st->value->dtype.is_int() && past_operand(st->value)) || int64_arith
+                         ? ir::cast(st->value, dt, sp)
+                         : st->value;
   wrapped_.clear();
   seen_.clear();
   unstored_past_int32(value, dt.is_int() && dt.bytes() <= 4);
-  int root = build(value);
+  const bool elem = (dt == kI32 || small_int(dt) || dt.is_float()) && elem_past_int32(value);
+  int root = elem ? element_loop(value, dt.is_float() ? kF32 : kI32, sp) : build(value);
   if (auto lt = L_.let_tiles_.find(st->buffer.get()); lt != L_.let_tiles_.end()) lt->second = bound(root);
   single_f16_ = false;
   if (nodes_[root].dtype != compute_type(dt) || nodes_[root].shape == Shape::Scalar) {

@@ -117,7 +117,11 @@
 //    integer arithmetic leaving its width"): + - modulo 2^32 where the value is wrapped, else three
 //    clamped Adds (exact or an overflow report); // % exact from scalar flags; a chain of max / min one
 //    clamp; int64 arithmetic converted to float32, or a wide dividend, in an element loop on the
-//    scalar unit (OpKind::Elem).
+//    scalar unit (OpKind::Elem); so is a whole store whose value has a & | ^ with such a scalar seen
+//    unwrapped or a // % of a dividend past int32 (elem_past_int32; session 34); x - c where c may be
+//    INT32_MIN as x ^ INT32_MIN (stored) or two monotone Adds (seen); int64 arithmetic of an int32 tile
+//    and an int64 scalar stored into int32 as the int32 forms above (int64_operand; docs/ascend.md
+//    "Session 34: integer arithmetic leaving int32, the rest").
 //  - anything else that has no vector instruction (transposed reads, a gather along a leading
 //    dim, a scatter, ~ and shifts of int8/uint8 tiles, ...) is an ir::Error at the kernel source line.
 #pragma once

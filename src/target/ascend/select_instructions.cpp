@@ -1727,8 +1727,10 @@ class Lowerer {
       "index itself (j == lab[i], "
       "j < lab[i], j + c >= lab[i]: the scalar unit clamps it), gather with it (x[i, T.min(T.max(lab[i], 0), N - 1)]), "
       "or first convert the labels into an int32 tile (T.copy(lab, lab32), or lab32[i] = T.cast(lab[i], \"int32\") "
-      "in a one-dimensional map: the scalar unit converts them one by one, wrapping as T.cast does) and use that; or "
-      "run the kernel on the cpu target";
+      "in a one-dimensional map: the scalar unit converts them one by one, wrapping as T.cast does) and use that; "
+      "for an int64 scalar (a T.int64 parameter c) with int32 tiles: one operation of a tile and c stored into an "
+      "int32 tile runs (y[j] = x[j] + c, c - x[j], x[j] // c, x[j] % c, T.max(x[j], c): the int64 value wrapped at "
+      "the store, as on cpu); or run the kernel on the cpu target";
   // dav-c220 has a Cast for some dtype pairs only (cast_pair_available): any other conversion is an
   // error naming the chain of conversions to write, the one the automatic pipeline lowers to.
   void cast_pair_ok(ir::DType to, ir::DType from, const Span& sp) {
