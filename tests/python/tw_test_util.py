@@ -150,25 +150,10 @@ def run_checked_child(module, tmp):
 
 
 GEMM_RUNTIME_PROBE = """
-import numpy as np
-import tilewright as tw
-import tilewright.language as T
-
-@T.prim_func
-def runtime_probe(A: T.Tensor((32, 32), "float32"), B: T.Tensor((32, 32), "float32"),
-                  C: T.Tensor((32, 32), "float32")):
-    with T.Kernel(1) as bx:
-        a = T.alloc_shared((32, 32), "float32")
-        b = T.alloc_shared((32, 32), "float32")
-        c = T.alloc_fragment((32, 32), "float32")
-        T.clear(c)
-        T.copy(A[0, 0], a)
-        T.copy(B[0, 0], b)
-        T.gemm(a, b, c)
-        T.copy(c, C[0, 0])
-
-x = np.ones((32, 32), np.float32)
-assert np.array_equal(tw.compile(runtime_probe, out_idx=[-1])(x, x), np.full((32, 32), 32, np.float32))
+import sys
+sys.path.insert(0, sys.argv[1])
+import gemm
+assert gemm.check(20, 20, 20, "float32")  # examples/gemm.py against numpy
 with open("/proc/self/maps") as f:  # the runtime library this process loaded: its cache entry's file
     print({w for l in f for w in l.split() if "/libtw_gemm_" in w}.pop())
 """
@@ -191,9 +176,8 @@ def _gemm_runtime_template(tmp_path_factory):
         if not template.exists():
             env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
             env["TW_CACHE_DIR"] = suite_cache_dir(base)
-            probe = root / "gemm_runtime_probe.py"  # kernels are read from their source file
-            probe.write_text(GEMM_RUNTIME_PROBE)
-            p = subprocess.run([sys.executable, str(probe)], env=env, capture_output=True, text=True, timeout=600)
+            p = subprocess.run([sys.executable, "-c", GEMM_RUNTIME_PROBE, EXAMPLES], env=env, capture_output=True,
+                               text=True, timeout=600)
             assert p.returncode == 0, p.stderr
             entry = os.path.dirname(p.stdout.strip().splitlines()[-1])
             assert os.path.exists(os.path.join(entry, "manifest")), f"not a cache entry: {entry}"
