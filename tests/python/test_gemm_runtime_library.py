@@ -2,7 +2,8 @@
 compiled once per compiler, flags and CPU into a shared library kept in the disk cache, loaded
 once per process, and every kernel library that calls tw_cpu::gemm depends on it instead of
 containing it, so evicted gemm kernels are unmapped. Each test runs child processes (the
-environment is read once per process) on a cache of its own."""
+environment is read once per process) on a cache of its own; a test that needs the runtime library
+there but is not about building it gets a copy of one built once per run (tw_test_util.seed_gemm_runtime)."""
 import hashlib
 import json
 import os
@@ -16,6 +17,7 @@ import numpy as np
 import tilewright as tw
 import tilewright.language as T
 from tilewright import deploy
+from tw_test_util import seed_gemm_runtime
 
 PY = sys.executable
 
@@ -157,9 +159,10 @@ def test_built_once_cached_and_linked_only_by_gemm_kernels(tmp_path):
     assert run(tmp_path, cache, "float32")["disk"]
 
 
-def test_evicted_gemm_kernels_are_unmapped(tmp_path):
+def test_evicted_gemm_kernels_are_unmapped(tmp_path, tmp_path_factory):
     # The reproducer of the leak: 5 kernels of each kind compiled, run, dropped and evicted
     # (tw.clear_cache); no kernel library may stay mapped, gemm kernels included.
+    seed_gemm_runtime(tmp_path / "c", tmp_path_factory)
     r = run(tmp_path, tmp_path / "c", "unload")
     assert r["counts"] == {"add": [5, 0], "gemm": [5, 0]}, r["counts"]
 
@@ -169,10 +172,11 @@ def _dynamic_symbols(path):
                           check=True).stdout
 
 
-def test_gemm_kernel_libraries_hold_no_unique_symbols_or_thread_local_destructors(tmp_path):
+def test_gemm_kernel_libraries_hold_no_unique_symbols_or_thread_local_destructors(tmp_path, tmp_path_factory):
     # What keeps glibc from unmapping a library: STB_GNU_UNIQUE symbols, thread_local destructors
     # (__cxa_thread_atexit). Kernel libraries have neither; the runtime library holds the state.
     cache = tmp_path / "c"
+    seed_gemm_runtime(cache, tmp_path_factory)
     for kind, shape in (("float32", (70, 45, 100)), ("float16", (33, 65, 17)), ("int8", (40, 50, 300))):
         run(tmp_path, cache, kind, *shape)
     libs = kernel_libraries(cache)
@@ -188,8 +192,9 @@ def test_gemm_kernel_libraries_hold_no_unique_symbols_or_thread_local_destructor
     assert "g_launch_epoch" in _dynamic_symbols(rt)
 
 
-def test_a_damaged_runtime_library_is_never_linked_or_loaded(tmp_path):
+def test_a_damaged_runtime_library_is_never_linked_or_loaded(tmp_path, tmp_path_factory):
     cache = tmp_path / "c"
+    seed_gemm_runtime(cache, tmp_path_factory)
     run(tmp_path, cache, "float32")
     (obj,) = runtime_entries(cache)
     with open(obj, "r+b") as f:  # one flipped byte in its code
@@ -210,10 +215,11 @@ def test_a_damaged_runtime_library_is_never_linked_or_loaded(tmp_path):
     assert r["disk"] and r["built_runtime"]
 
 
-def test_a_frozen_cache_refuses_to_rebuild_it(tmp_path):
+def test_a_frozen_cache_refuses_to_rebuild_it(tmp_path, tmp_path_factory):
     # A cached gemm kernel in a frozen process whose runtime library was evicted: an error that
     # says so (building it is a compile), not a silent compile on the request path.
     cache = tmp_path / "c"
+    seed_gemm_runtime(cache, tmp_path_factory)
     run(tmp_path, cache, "float32")
     (lib,) = runtime_entries(cache)
     shutil.rmtree(os.path.dirname(lib))
@@ -303,10 +309,11 @@ def _host_has_amx():
     return {"amx_tile", "amx_bf16", "amx_int8"} <= set(flags)
 
 
-def test_amx_switch_and_its_log_line(tmp_path):
+def test_amx_switch_and_its_log_line(tmp_path, tmp_path_factory):
     # TW_CPU_AMX=0 keeps the int8 / bf16 gemms off the AMX tile unit (the AVX-512 paths, as when the
     # kernel refuses the tile permission); the runtime logs which path it takes when it loads the
     # gemm runtime library. Both give exact int8 results (a tail in every dimension).
+    seed_gemm_runtime(tmp_path / "cache", tmp_path_factory)
     off = run(tmp_path, tmp_path / "cache", "int8", 70, 45, 100, extra={"TW_CPU_AMX": "0"})
     on = run(tmp_path, tmp_path / "cache", "int8", 70, 45, 100)
     if _host_has_amx():

@@ -21,13 +21,16 @@ import masked_attention as ma  # noqa: E402
 from ascend_util import TARGET, exact_values, run_checked  # noqa: E402
 
 
-def _child(tmp_path, source, checked=False, own_cache=False):
+def _child(tmp_path, source, checked=False, own_cache=None):
     """Runs `source` in a child process (a crash is its exit status), with TW_BOUNDS_CHECK=1 when
     `checked` (read once per process), on the suite's disk cache (tw_test_util.suite_cache_dir: the
-    gemm runtime library is not compiled again) or, `own_cache`, a fresh one."""
-    from tw_test_util import suite_cache_dir
+    gemm runtime library is not compiled again) or, `own_cache` (the tmp_path_factory), a fresh one
+    holding only a copy of the gemm runtime library (tw_test_util.seed_gemm_runtime)."""
+    from tw_test_util import seed_gemm_runtime, suite_cache_dir
     env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
     env["TW_CACHE_DIR"] = str(tmp_path / "cache") if own_cache else suite_cache_dir(tmp_path)
+    if own_cache:
+        seed_gemm_runtime(tmp_path / "cache", own_cache)
     if checked:
         env["TW_BOUNDS_CHECK"] = "1"
     (tmp_path / "child.py").write_text(source)
@@ -244,8 +247,8 @@ print("OK")
 '''
 
 
-def test_autotune_of_attention_with_a_mask_tensor_does_not_crash(tmp_path):
-    p = _child(tmp_path, TUNE_CHILD, own_cache=True)   # a fresh tuning store: the tuner runs
+def test_autotune_of_attention_with_a_mask_tensor_does_not_crash(tmp_path, tmp_path_factory):
+    p = _child(tmp_path, TUNE_CHILD, own_cache=tmp_path_factory)   # a fresh tuning store: the tuner runs
     assert p.returncode == 0, f"exit status {p.returncode}: {p.stderr[-2000:]}"
     lines = p.stdout.strip().splitlines()
     assert lines[-1] == "OK", p.stdout
