@@ -2535,6 +2535,20 @@ class Lowerer {
     if (!fa && !fb) fail("neither operand of " + std::string(ir::binop_name(bn->op)) + " is a tile element a[i, j]");
     if (fb && !commutes && scalar(bn->a))
       fail("scalar " + std::string(ir::binop_name(bn->op)) + " tile has no vector instruction (only tile op scalar)");
+    // a per-row factor read down a column of a 2-D tile (a conv tap's weights w[i, k]; port34 F2): its
+    // elements lie a row apart, and a row broadcast reads a contiguous vector
+    for (const Expr& e : {bn->a, bn->b}) {
+      auto a = is_load(e) && loops.size() == 2 ? load_acc(e) : std::nullopt;
+      if (a && std::count(a->var_of_dim.begin(), a->var_of_dim.end(), 0) == 1 &&
+          std::count(a->var_of_dim.begin(), a->var_of_dim.end(), 1) == 0 && !row_vector(*a, 2)) {
+        const std::string& n = as<ir::LoadNode>(e)->buffer->name;
+        throw Error("this T.Parallel body is not a vector instruction: the per-row factor " + q(n) +
+                        " is read down a column of a tile (its elements lie a row apart); a row broadcast a op v[i] "
+                        "reads a 1-D tile",
+                    sp, "copy the column into a 1-D tile first, for i in T.Parallel(n): v[i] = " + n +
+                            "[i, k] (a gather), and use v[i] in this map");
+      }
+    }
     return fail("the second operand is neither a tile indexed like the destination, a scalar, nor a per-row vector v[i]");
   }
 
