@@ -1560,6 +1560,159 @@ def _ln_mixed(dt, shape, rng):
     return layer_norm_mixed, (M, N, "float16", dt), [x, w, b], [ref]
 
 
+# ----------------------------------------------------------------------------------------------- decode-time pieces
+@tw.jit(out_idx=[-1])
+def gemv(N, K, dt, bn=4):
+    """Decode's y = W @ x (W (N, K) float16, x (K,)): a map by the column vector x[k], a row sum, float32 out."""
+    @T.prim_func
+    def main(W: T.Tensor((N, K), dt), X: T.Tensor((K,), dt), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, bn)) as bx:
+            w = T.alloc_fragment((bn, K), "float32")
+            x = T.alloc_fragment((K,), "float32")
+            y = T.alloc_fragment((bn,), "float32")
+            T.copy(W[bx * bn, 0], w)
+            T.copy(X, x)
+            for i, k in T.Parallel(bn, K):
+                w[i, k] = w[i, k] * x[k]
+            T.reduce_sum(w, y, dim=1)
+            T.copy(y, Y[bx * bn])
+
+    return main
+
+
+def _gemv(dt, shape, rng):
+    N, K = shape
+    w, x = randn(rng, (N, K), dt), randn(rng, (K,), dt)
+    return gemv, (N, K, dt), [w, x], [f64(w) @ f64(x)]
+
+
+@tw.jit()
+def reshape_and_cache(Tn, H, D, NS, dt):
+    """vLLM's reshape_and_cache: Cache[Slot[t]] = K[t] for int64 slots, a padded token (slot -1) skipped; in place."""
+    @T.prim_func
+    def main(Kt: T.Tensor((Tn, H, D), dt), Slot: T.Tensor((Tn,), "int64"), Cache: T.Tensor((NS, H, D), dt)):
+        with T.Kernel(Tn) as t:
+            k = T.alloc_fragment((H, D), dt)
+            T.copy(Kt[t, :, :], k)
+            if Slot[t] >= 0:
+                T.copy(k, Cache[Slot[t], :, :])
+
+    return main
+
+
+def _reshape_cache(dt, shape, rng):
+    Tn, H, D, NS = shape
+    k = randn(rng, (Tn, H, D), dt)
+    slot = rng.permutation(NS)[:Tn].astype(np.int64)
+    slot[-1] = -1
+    cache = randn(rng, (NS, H, D), dt)
+    ref = f64(cache)
+    for t in range(Tn):
+        if slot[t] >= 0:
+            ref[slot[t]] = f64(k)[t]
+    return reshape_and_cache, (Tn, H, D, NS, dt), [k, slot, cache], [ref]
+
+
+@tw.jit(out_idx=[-1])
+def paged_gather(NB, BS, D, MB, dt):
+    """A sequence's K rows gathered from a paged cache (NB blocks of BS rows) through its block table (int32)."""
+    @T.prim_func
+    def main(Cache: T.Tensor((NB, BS, D), dt), BT: T.Tensor((MB,), "int32"), O: T.Tensor((MB * BS, D), dt)):
+        with T.Kernel(MB) as b:
+            t = T.alloc_fragment((BS, D), dt)
+            T.copy(Cache[BT[b], :, :], t)
+            T.copy(t, O[b * BS, 0])
+
+    return main
+
+
+def _paged(dt, shape, rng):
+    NB, BS, D, MB = shape
+    cache = randn(rng, (NB, BS, D), dt)
+    bt = rng.permutation(NB)[:MB].astype(np.int32)
+    return paged_gather, (NB, BS, D, MB, dt), [cache, bt], [f64(cache)[bt].reshape(MB * BS, D)]
+
+
+@tw.jit(out_idx=[-1])
+def masked_mean_pool(B, S, D, dt, bd=16):
+    """Sentence embeddings: sum over S of x * mask / max(sum(mask), 1), mask (B, S) int32 0 / 1."""
+    @T.prim_func
+    def main(X: T.Tensor((B, S, D), dt), Mk: T.Tensor((B, S), "int32"), Y: T.Tensor((B, D), "float32")):
+        with T.Kernel(B, T.ceildiv(D, bd)) as (b, dd):
+            x = T.alloc_fragment((S, bd), "float32")
+            m = T.alloc_fragment((S,), "float32")
+            c = T.alloc_fragment((1,), "float32")
+            y = T.alloc_fragment((bd,), "float32")
+            T.copy(X[b, 0:S, dd * bd:(dd + 1) * bd], x)
+            T.copy(Mk[b, :], m)
+            for s, d in T.Parallel(S, bd):
+                x[s, d] = x[s, d] * m[s]
+            T.reduce_sum(x, y, dim=0)
+            T.reduce_sum(m, c, dim=0)
+            for d in T.Parallel(bd):
+                y[d] = y[d] / T.max(c[0], 1.0)
+            T.copy(y, Y[b, dd * bd])
+
+    return main
+
+
+def _mean_pool(dt, shape, rng):
+    B, S, D = shape
+    x = randn(rng, shape, dt)
+    mk = (rng.random((B, S)) < 0.7).astype(np.int32)
+    mk[:, 0] = 1
+    return masked_mean_pool, (B, S, D, dt), [x, mk], [(f64(x) * mk[:, :, None]).sum(1) / np.maximum(mk.sum(1), 1)[:, None]]
+
+
+@tw.jit(out_idx=[-1])
+def ssm_scan(B, L, D, Ns, dt, bd=4):
+    """Mamba's selective scan over L (one step per time, the state in a tile): h = exp(delta A) h + delta B_t x_t,
+    y_t = h . C_t; y stored row by row into an (L, bd) tile."""
+    @T.prim_func
+    def main(X: T.Tensor((B, L, D), dt), De: T.Tensor((B, L, D), "float32"), A: T.Tensor((D, Ns), "float32"),
+             Bm: T.Tensor((B, L, Ns), "float32"), Cm: T.Tensor((B, L, Ns), "float32"), Y: T.Tensor((B, L, D), dt)):
+        with T.Kernel(B, T.ceildiv(D, bd)) as (b, dd):
+            h = T.alloc_fragment((bd, Ns), "float32")
+            a = T.alloc_fragment((bd, Ns), "float32")
+            p = T.alloc_fragment((bd, Ns), "float32")
+            bv = T.alloc_fragment((Ns,), "float32")
+            cv = T.alloc_fragment((Ns,), "float32")
+            x = T.alloc_fragment((bd,), "float32")
+            de = T.alloc_fragment((bd,), "float32")
+            s = T.alloc_fragment((bd,), "float32")
+            y = T.alloc_fragment((L, bd), dt)
+            T.copy(A[dd * bd, 0], a)
+            T.clear(h)
+            for t in T.serial(L):
+                T.copy(X[b, t, dd * bd], x)
+                T.copy(De[b, t, dd * bd], de)
+                T.copy(Bm[b, t, :], bv)
+                T.copy(Cm[b, t, :], cv)
+                for i, n in T.Parallel(bd, Ns):
+                    h[i, n] = T.exp(de[i] * a[i, n]) * h[i, n] + de[i] * bv[n] * x[i]
+                    p[i, n] = h[i, n] * cv[n]
+                T.reduce_sum(p, s, dim=1)
+                for i in T.Parallel(bd):
+                    y[t, i] = s[i]
+            T.copy(y, Y[b, 0, dd * bd])
+
+    return main
+
+
+def _ssm_scan(dt, shape, rng):
+    B, L, D, Ns = shape
+    x = randn(rng, (B, L, D), dt)
+    de = (rng.random((B, L, D)) * 0.5).astype(np.float32)
+    a = -np.exp(rng.standard_normal((D, Ns))).astype(np.float32)
+    bm, cm = (rng.standard_normal((B, L, Ns)).astype(np.float32) for _ in range(2))
+    h = np.zeros((B, D, Ns))
+    y = np.zeros((B, L, D))
+    for t in range(L):
+        h = np.exp(f64(de)[:, t, :, None] * a) * h + f64(de)[:, t, :, None] * bm[:, t, None, :] * f64(x)[:, t, :, None]
+        y[:, t] = (h * cm[:, t, None, :]).sum(-1)
+    return ssm_scan, (B, L, D, Ns, dt), [x, de, a, bm, cm], [y]
+
+
 # ----------------------------------------------------------------------------------------------- tile-loop style
 def dropout_tl_factory(M, N, dt, bm=BM, bn=16):
     """The seed's style: dropout with a uint8 keep mask, loaded as float32."""
@@ -1706,7 +1859,12 @@ CASES = {
     "layer_norm_f16_bf16out": (_ln_mixed, ("bfloat16",), [(13, 37), (1, 2)]),
     "dropout_tileloop": (_dropout_tl, ("float32", "float16"), [(13, 37), (1, 1)]),
     "tril_tileloop": (_tril_tl, ("float32", "bfloat16"), [(13, 37), (1, 1)]),
-    "rmsnorm_tileloop": (_rmsnorm_tl, ("float32", "float16"), [(13, 37), (1, 1)]),
+    "rmsnorm_tileloop": (_rmsnorm_tl, ("float32", "float16"), [(13, 37), (13, 1)]),
+    "gemv_decode": (_gemv, ("float16", "bfloat16"), [(13, 45), (1, 1)]),
+    "reshape_and_cache_i64": (_reshape_cache, F3, [(5, 3, 37, 9), (1, 1, 1, 2)]),
+    "paged_kv_gather": (_paged, F3, [(7, 5, 37, 3), (1, 1, 1, 1)]),
+    "masked_mean_pool": (_mean_pool, F3, [(2, 13, 37), (1, 1, 1)]),
+    "ssm_scan": (_ssm_scan, ("float32", "bfloat16"), [(2, 9, 9, 16), (1, 1, 1, 1)]),
 }
 
 

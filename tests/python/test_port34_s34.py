@@ -8,7 +8,7 @@ the target changed to ascend910b (simulator, checker on), against float64 numpy 
 - (a) kernels: a representative selection on ascend910b (in-process, cheap) at every dtype and shape; two on cpu
   (a g++ compile each). `python tests/python/port34_kernels.py` runs every kernel, dtype and shape on both targets.
 - (b) kernels: ascend910b's located error (the kernel's line and a hint); the form the hint names runs right.
-- Findings: fixed ones tested as they now behave; open ones strict xfails (port34 F4, F5) that flip when fixed.
+- Findings: F1-F5, all fixed on this branch, tested as they now behave.
 """
 import pathlib
 import re
@@ -24,7 +24,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import port34_kernels as P  # noqa: E402
 from ascend_util import TARGET, run_checked  # noqa: E402
 
-# (a): a selection, one per construct (the probe runs all 70 kernels)
+# (a): a selection, one per construct (the probe runs all 77 kernels)
 AGREE = ["add_rmsnorm", "layer_norm_bwd", "layer_norm_dw", "log_softmax_bwd", "gelu_bwd", "swiglu_bwd",
          "cross_entropy_ls_i32", "cross_entropy_ls_i64_to_i32", "cross_entropy_bwd", "logsumexp_dim1", "top_p_count",
          "min_p", "repetition_penalty_scatter", "repetition_penalty_mask", "topk3_values", "kv_quant_int8_dynamic",
@@ -33,7 +33,8 @@ AGREE = ["add_rmsnorm", "layer_norm_bwd", "layer_norm_dw", "log_softmax_bwd", "g
          "index_add_atomic", "gather_dim1", "masked_fill_uint8", "triu_diag1", "dropout_uint8", "prefix_sum_2d",
          "histc", "transpose_3d_elements", "permute_0213", "concat_gm", "concat_map", "split_last", "pad_origin",
          "slice_cols_step2", "slice_rows_step2", "sum_all_atomic", "amax_all", "linear_f16_bf16out",
-         "layer_norm_f16_bf16out", "dropout_tileloop", "tril_tileloop"]
+         "layer_norm_f16_bf16out", "dropout_tileloop", "tril_tileloop", "rmsnorm_tileloop", "reshape_and_cache_i64",
+         "paged_kv_gather", "ssm_scan"]
 
 
 def _ascend_cases():
@@ -58,8 +59,8 @@ def test_runs_on_cpu(name):
 LOCATED = [
     ("cross_entropy_ls_i64", "float32", (13, 37), r"conversion from int64 to float32", r"T\.copy\(lab, lab32\)",
      "cross_entropy_ls_i64_to_i32"),
-    ("rope_pos_ids_i64", "float16", (5, 3, 16, 11), r"starts 16 bytes into a 32 B block", "copy the shifted columns",
-     "rope_halves_i64"),
+    ("rope_pos_ids_i64", "float16", (5, 3, 16, 11), r"writes 'y' at an element which starts 16 bytes into a 32 B block",
+     "compute those columns in a tile of their own and copy it to global memory", "rope_halves_i64"),
     ("causal_conv1d_shift", "float32", (2, 9, 37, 4), r"starts 4 bytes into a 32 B block of UB when k = 1",
      "copy the shifted columns", "causal_conv1d_copies"),
     # port34 F2 (fixed): the tap's weights w[i, k] as a per-row factor
@@ -85,13 +86,10 @@ def test_located_error_and_its_alternative(name, dt, shape, what, hint, alt):
 # --------------------------------------------------------------------------------------------- findings
 # F1 (fixed): T.where(data condition or / and index condition, ...) crashed ascend910b's compiler (a segfault:
 # legalize_vector's index_mask kept a reference into the node list that materialize grew)
-@pytest.mark.parametrize("op", ["or", "and"])
-@pytest.mark.parametrize("dt", ["int32", "float32"])
-def test_f1_data_and_index_condition(op, dt):
-    M, N = 5, 11
-
+@tw.jit(out_idx=[-1])
+def _data_and_index(M, N, dt, op):
     @T.prim_func
-    def k(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), dt)):
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), dt)):
         with T.Kernel(1) as bx:
             x = T.alloc_fragment((M, N), "float32")
             y = T.alloc_fragment((M, N), dt)
@@ -103,29 +101,38 @@ def test_f1_data_and_index_condition(op, dt):
                     y[i, j] = T.where(x[i, j] < 0.5 and j > 2, 1, 0)
             T.copy(y, Y)
 
+    return main
+
+
+@pytest.mark.parametrize("op", ["or", "and"])
+@pytest.mark.parametrize("dt", ["int32", "float32"])
+def test_f1_data_and_index_condition(op, dt):
+    M, N = 5, 11
     x = np.random.default_rng(1).random((M, N)).astype(np.float32)
     j = np.arange(N)[None, :]
     ref = ((x < 0.5) | (j == 0)) if op == "or" else ((x < 0.5) & (j > 2))
-    out = run_checked(tw.compile(k, target=TARGET, out_idx=[-1]), x)
+    out = run_checked(_data_and_index(M, N, dt, op, target=TARGET), x)
     np.testing.assert_array_equal(out, ref.astype(out.dtype))
 
 
-# F4 (open, low): a tile copied into a window of a wider tile at a column off the 32 B grid (torch.cat along the last
-# dim: T.copy(b, o[:, N1:N1 + N2])) is "this T.Parallel map reads or writes 'o' ...", though the statement is a
-# T.copy, and the hint (copy the shifted columns from global memory into a tile of their own) cannot build the
-# concatenated tile; what runs: each tile copied to its columns of the output (concat_gm) or a map selecting by the
-# column (concat_map). The hint should name those.
-@pytest.mark.xfail(strict=True, reason="port34 F4: the misaligned tile window's error names a map and a hint that "
-                                       "cannot concatenate")
+# F4 (fixed): a tile copied into a window of a wider tile at a column off the 32 B grid (torch.cat along the last
+# dim: T.copy(b, o[:, N1:N1 + N2])) was "this T.Parallel map reads or writes 'o' ...", though the statement is a
+# T.copy, with a hint about reading shifted columns, which cannot build the concatenated tile. A misaligned
+# destination's error now names the copy too, and its hint the forms that run: each tile copied to its columns of
+# the output (concat_gm), or a map selecting by the column (concat_map).
 def test_f4_concat_window_hint():
-    with pytest.raises(tw.TilewrightError) as e:
+    with pytest.raises(tw.TilewrightError, match=r"map \(or T\.copy between tiles\) writes 'o' at an element which "
+                                                 r"starts 20 bytes") as e:
         P.check("concat_tile", "float32", (13, 37, 5), TARGET)
-    assert "T.copy" in str(e.value).split("hint:")[0] and re.search(r"O\[|columns of the output", str(e.value))
+    assert re.search(r"copy it to global memory at their column.*selects by the column", str(e.value)), str(e.value)
+    for alt in ("concat_gm", "concat_map"):
+        P.check(alt, "float32", (13, 37, 5), TARGET)
 
 
-# F5 (open, low-medium): a tile-loop nest that is an element-wise map runs as one at N = 37, but with a (bm, 1) tile
-# (N = 1) simplify drops the j loop of extent 1 before serial_maps, the nest stays serial and the rsqrt is "element
-# store into tile 'acc' computes rsqrt on the scalar unit", whose hint (a nest of its own) the nest already is.
-@pytest.mark.xfail(strict=True, reason="port34 F5: a tile-loop map nest with an inner extent of 1 stays serial")
-def test_f5_tileloop_map_with_unit_inner_extent():
-    P.check("rmsnorm_tileloop", "float32", (13, 1), TARGET)
+# F5 (fixed): a tile-loop nest that is an element-wise map ran as one at N = 37, but with a (bm, 1) tile (N = 1)
+# simplify made the j loop of extent 1 a `let j = 0` before serial_maps, the nest stayed serial and the rsqrt was
+# "element store into tile 'acc' computes rsqrt on the scalar unit", whose hint (a nest of its own) it already was;
+# serial_maps reads such lets heading the nest's body as the loops they were.
+@pytest.mark.parametrize("shape", [(1, 1), (2, 1)])
+def test_f5_tileloop_map_with_unit_inner_extent(shape):
+    P.check("rmsnorm_tileloop", "float32", shape, TARGET)

@@ -2244,7 +2244,8 @@ class Lowerer {
   // A vector operand of a map starts on a 32 B block of UB (every operand address of a Vector
   // instruction is): x[i, j + 65] of a float32 tile starts 260 B into each row. Before session 15
   // it was a simulator report (misaligned) at run time; no vector instruction can read it.
-  void map_operand_aligned(const Access& a, const Span& sp) {
+  // dst: the store's operand (a map's destination, a copy between tiles into a window: port34 F4)
+  void map_operand_aligned(const Access& a, const Span& sp, bool dst = false) {
     auto m = mod32(a.offset);
     std::string where;
     if (!m) {  // port33 F1: a start from loop variables with constant bounds (x[i, j + k], k in T.serial(3))
@@ -2263,10 +2264,17 @@ class Lowerer {
     }
     if (*m == 0) return;
     int64_t per = 32 / a.buf->dtype.bytes();
+    const std::string shift = "shift by a multiple of " + std::to_string(per) + " columns (" + std::string(a.buf->dtype.name()) + "), or ";
+    if (dst)
+      throw Error("this T.Parallel map (or T.copy between tiles) writes " + q(a.buffer->name) + " at an element which starts " +
+                      std::to_string(*m) + " bytes into a 32 B block of UB" + where +
+                      "; on Ascend the Vector core's operands start on 32 B blocks",
+                  sp, shift + "compute those columns in a tile of their own and copy it to global memory at their column "
+                      "(T.copy(u, Y[r0, c0 + s]): a copy to global memory starts at any column), or build the wide tile "
+                      "in one map that selects by the column (T.where(j < c, a[i, j], b[i, T.max(j - c, 0)]))");
     throw Error("this T.Parallel map reads or writes " + q(a.buffer->name) + " at an element which starts " + std::to_string(*m) +
                     " bytes into a 32 B block of UB" + where + "; on Ascend the Vector core's operands start on 32 B blocks",
-                sp, "shift by a multiple of " + std::to_string(per) + " columns (" + std::string(a.buf->dtype.name()) +
-                        "), or copy the shifted columns from global memory into a tile of their own (T.copy(X[r0:r1, c0 + s:c0 + s + n], u)) "
+                sp, shift + "copy the shifted columns from global memory into a tile of their own (T.copy(X[r0:r1, c0 + s:c0 + s + n], u)) "
                         "and map over that tile");
   }
 
@@ -2284,7 +2292,7 @@ class Lowerer {
     const Loop& inner = loops.back();
     int64_t cols = inner.extent;  // -1: a runtime extent (inner.ext)
     Expr cols_e = inner.extent >= 0 ? C(inner.extent) : inner.ext;
-    map_operand_aligned(*dacc, sp);
+    map_operand_aligned(*dacc, sp, /*dst=*/true);
     VecOperand dst{LocalRef{dacc->buf->index, dacc->offset}, loops.size() == 2 ? C(*dstride) : cols_e};
 
     auto is_load = [](const Expr& e) { return e->kind == ir::ExprKind::Load; };
