@@ -524,44 +524,6 @@ def _rep_pen(form):
     return make
 
 
-@tw.jit(out_idx=[2, 3])
-def topk_values(M, N, k, dt, bm=BM):
-    """torch.topk(x, k) along rows (k small): k rounds of max, its lowest index, masked out."""
-    @T.prim_func
-    def main(X: T.Tensor((M, N), dt), dummy: T.int32, Vals: T.Tensor((M, k), "float32"),
-             Idx: T.Tensor((M, k), "int32")):
-        with T.Kernel(T.ceildiv(M, bm)) as bx:
-            x = T.alloc_fragment((bm, N), "float32")
-            pick = T.alloc_fragment((bm, N), "int32")
-            mx = T.alloc_fragment((bm,), "float32")
-            ix = T.alloc_fragment((bm,), "int32")
-            vals = T.alloc_fragment((bm, k), "float32")
-            idx = T.alloc_fragment((bm, k), "int32")
-            T.copy(X[bx * bm, 0], x)
-            for kk in T.unroll(k):
-                T.reduce_max(x, mx, dim=1)
-                for i, j in T.Parallel(bm, N):
-                    pick[i, j] = T.where(x[i, j] == mx[i], j, N)
-                T.reduce_min(pick, ix, dim=1)
-                for i in T.Parallel(bm):
-                    vals[i, kk] = mx[i]
-                    idx[i, kk] = ix[i]
-                for i, j in T.Parallel(bm, N):
-                    x[i, j] = T.where(j == ix[i], -T.infinity("float32"), x[i, j])
-            T.copy(vals, Vals[bx * bm, 0])
-            T.copy(idx, Idx[bx * bm, 0])
-
-    return main
-
-
-def _topk_vals(dt, shape, rng):
-    M, N, k = shape
-    x = rng.permutation(M * N).reshape(M, N).astype(npdt(dt)) if dt == "float32" else randn(rng, (M, N), dt)
-    X = f64(x)
-    idx = np.argsort(-X, axis=1, kind="stable")[:, :k]
-    return topk_values, (M, N, k, dt), [x, 0], [np.take_along_axis(X, idx, 1), idx]
-
-
 # ----------------------------------------------------------------------------------------------- quantization
 @tw.jit(out_idx=[-1])
 def kv_quant_head(Tn, H, D, dt):
@@ -1808,7 +1770,6 @@ CASES = {
     "min_p": (_prob_filter("min_p"), F3, [(13, 37), (1, 1)]),
     "repetition_penalty_scatter": (_rep_pen("gather_scatter"), ("float32",), [(3, 37, 5), (1, 1, 1)]),
     "repetition_penalty_mask": (_rep_pen("mask"), ("float32",), [(3, 37, 5), (1, 1, 1)]),
-    "topk3_values": (_topk_vals, ("float32", "bfloat16"), [(13, 37, 3), (1, 1, 1)]),
     "kv_quant_int8_head": (_kv_quant, F3, [(5, 3, 37), (1, 1, 1)]),
     "kv_dequant_int8_head": (_kv_dequant, F3, [(5, 3, 37), (1, 1, 1)]),
     "kv_quant_int8_dynamic": (_kv_quant_dyn, F3, [(5, 3, 37), (1, 1, 1)]),
