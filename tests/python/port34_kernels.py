@@ -1675,6 +1675,152 @@ def _ssm_scan(dt, shape, rng):
     return ssm_scan, (B, L, D, Ns, dt), [x, de, a, bm, cm], [y]
 
 
+# ----------------------------------------------------------------------------------------------- long rows in chunks
+@tw.jit(out_idx=[-1])
+def rmsnorm_chunked(M, N, dt, bm=BM, bn=16, eps=1e-6):
+    """RMSNorm of rows longer than one tile: the sum of squares accumulated over column chunks
+    (T.reduce_sum(..., clear=False); the tail chunk's columns past N read as 0), then a second pass."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dt), W: T.Tensor((N,), "float32"), Y: T.Tensor((M, N), dt)):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, bn), "float32")
+            w = T.alloc_fragment((bn,), "float32")
+            ss = T.alloc_fragment((bm,), "float32")
+            y = T.alloc_fragment((bm, bn), dt)
+            T.clear(ss)
+            for c in T.serial(T.ceildiv(N, bn)):
+                T.copy(X[bx * bm, c * bn], x)
+                for i, j in T.Parallel(bm, bn):
+                    x[i, j] = x[i, j] * x[i, j]
+                T.reduce_sum(x, ss, dim=1, clear=False)
+            for c in T.serial(T.ceildiv(N, bn)):
+                T.copy(X[bx * bm, c * bn], x)
+                T.copy(W[c * bn], w)
+                for i, j in T.Parallel(bm, bn):
+                    y[i, j] = x[i, j] * T.rsqrt(ss[i] / N + eps) * w[j]
+                T.copy(y, Y[bx * bm, c * bn])
+
+    return main
+
+
+def _rms_chunked(dt, shape, rng):
+    M, N = shape
+    x = randn(rng, shape, dt)
+    w = rng.standard_normal(N).astype(np.float32)
+    X = f64(x)
+    return rmsnorm_chunked, (M, N, dt), [x, w], [X / np.sqrt((X * X).mean(1, keepdims=True) + 1e-6) * w]
+
+
+@tw.jit(out_idx=[2, 3])
+def ce_argmax_chunked(M, N, dt, bm=BM, bn=16):
+    """A large vocabulary in column chunks: the online logsumexp (running max, rescaled running sum; the tail's
+    columns past N masked to -inf by the index) for cross-entropy at the labels, and the running argmax (greedy
+    sampling: a chunk's lowest index of its max, kept where the chunk's max is larger)."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dt), L: T.Tensor((M,), "int32"), Loss: T.Tensor((M,), "float32"),
+             Am: T.Tensor((M,), "int32")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, bn), "float32")
+            pick = T.alloc_fragment((bm, bn), "int32")
+            lab = T.alloc_fragment((bm,), "int32")
+            cm = T.alloc_fragment((bm,), "float32")
+            cs = T.alloc_fragment((bm,), "float32")
+            cx = T.alloc_fragment((bm,), "float32")
+            ci = T.alloc_fragment((bm,), "int32")
+            mx = T.alloc_fragment((bm,), "float32")
+            se = T.alloc_fragment((bm,), "float32")
+            xl = T.alloc_fragment((bm,), "float32")
+            am = T.alloc_fragment((bm,), "int32")
+            T.copy(L[bx * bm], lab)
+            T.fill(mx, -T.infinity("float32"))
+            T.clear(se)
+            T.clear(xl)
+            T.clear(am)
+            for c in T.serial(T.ceildiv(N, bn)):
+                T.copy(X[bx * bm, c * bn], x)
+                for i, j in T.Parallel(bm, bn):
+                    x[i, j] = T.where(c * bn + j < N, x[i, j], -T.infinity("float32"))
+                T.reduce_max(x, cm, dim=1)
+                for i, j in T.Parallel(bm, bn):
+                    pick[i, j] = T.where(x[i, j] == cm[i], c * bn + j, N)
+                T.reduce_min(pick, ci, dim=1)
+                for i in T.Parallel(bm):
+                    am[i] = T.where(cm[i] > mx[i], ci[i], am[i])
+                    cm[i] = T.max(cm[i], mx[i])
+                T.copy(X[bx * bm, c * bn], x)
+                for i, j in T.Parallel(bm, bn):
+                    x[i, j] = T.where(c * bn + j == lab[i], x[i, j], 0.0)
+                T.reduce_sum(x, cx, dim=1)
+                for i in T.Parallel(bm):
+                    xl[i] = xl[i] + cx[i]
+                T.copy(X[bx * bm, c * bn], x)
+                for i, j in T.Parallel(bm, bn):
+                    x[i, j] = T.where(c * bn + j < N, T.exp(x[i, j] - cm[i]), 0.0)
+                T.reduce_sum(x, cs, dim=1)
+                for i in T.Parallel(bm):
+                    se[i] = se[i] * T.exp(mx[i] - cm[i]) + cs[i]
+                    mx[i] = cm[i]
+            for i in T.Parallel(bm):
+                cx[i] = T.log(se[i]) + mx[i] - xl[i]
+            T.copy(cx, Loss[bx * bm])
+            T.copy(am, Am[bx * bm])
+
+    return main
+
+
+def _ce_chunked(dt, shape, rng):
+    M, N = shape
+    x = randn(rng, shape, dt, 3.0)
+    lab = rng.integers(0, N, M).astype(np.int32)
+    X = f64(x)
+    lse = np.log(np.exp(X - X.max(1, keepdims=True)).sum(1)) + X.max(1)
+    return ce_argmax_chunked, (M, N, dt), [x, lab], [lse - X[np.arange(M), lab], np.argmax(x.astype(np.float32), 1)]
+
+
+@tw.jit(out_idx=[-1])
+def attn_mask_softmax(S, dt, kind, W=3, bm=BM):
+    """Scores (S, S) masked, then softmax: `window` keeps |i - j| <= W (local attention, T.abs of an index
+    difference; `window_and` as two conditions), `document` keeps the keys of the query's document (seg[i] == seg[j], seg ids int32)."""
+    @T.prim_func
+    def main(X: T.Tensor((S, S), dt), Seg: T.Tensor((S,), "int32"), Y: T.Tensor((S, S), "float32")):
+        with T.Kernel(T.ceildiv(S, bm)) as r:
+            x = T.alloc_fragment((bm, S), "float32")
+            sq = T.alloc_fragment((bm,), "int32")
+            sk = T.alloc_fragment((S,), "int32")
+            mx = T.alloc_fragment((bm,), "float32")
+            sm = T.alloc_fragment((bm,), "float32")
+            T.copy(X[r * bm, 0], x)
+            T.copy(Seg[r * bm], sq)
+            T.copy(Seg, sk)
+            for i, j in T.Parallel(bm, S):
+                if kind == "window":
+                    x[i, j] = T.where(T.abs(r * bm + i - j) <= W, x[i, j], -T.infinity("float32"))
+                elif kind == "window_and":  # the located error's hint: two affine conditions joined with `and`
+                    x[i, j] = T.where(r * bm + i - j <= W and j - (r * bm + i) <= W, x[i, j], -T.infinity("float32"))
+                else:
+                    x[i, j] = T.where(sq[i] == sk[j], x[i, j], -T.infinity("float32"))
+            T.reduce_max(x, mx, dim=1)
+            for i, j in T.Parallel(bm, S):
+                x[i, j] = T.exp(x[i, j] - mx[i])
+            T.reduce_sum(x, sm, dim=1)
+            for i, j in T.Parallel(bm, S):
+                x[i, j] = x[i, j] / sm[i]
+            T.copy(x, Y[r * bm, 0])
+
+    return main
+
+
+def _attn_mask(kind):
+    def make(dt, shape, rng):
+        (S,) = shape
+        x = randn(rng, (S, S), dt, 2.0)
+        seg = np.sort(rng.integers(0, 3, S)).astype(np.int32)
+        i, j = np.arange(S)[:, None], np.arange(S)[None, :]
+        keep = np.abs(i - j) <= 3 if kind != "document" else seg[:, None] == seg[None, :]
+        return attn_mask_softmax, (S, dt, kind), [x, seg], [_softmax64(np.where(keep, f64(x), -np.inf))]
+    return make
+
+
 # ----------------------------------------------------------------------------------------------- tile-loop style
 def dropout_tl_factory(M, N, dt, bm=BM, bn=16):
     """The seed's style: dropout with a uint8 keep mask, loaded as float32."""
@@ -1826,6 +1972,11 @@ CASES = {
     "paged_kv_gather": (_paged, F3, [(7, 5, 37, 3), (1, 1, 1, 1)]),
     "masked_mean_pool": (_mean_pool, F3, [(2, 13, 37), (1, 1, 1)]),
     "ssm_scan": (_ssm_scan, ("float32", "bfloat16"), [(2, 9, 9, 16), (1, 1, 1, 1)]),
+    "rmsnorm_chunked": (_rms_chunked, F3, [(13, 37), (1, 1)]),
+    "ce_argmax_chunked": (_ce_chunked, ("float32", "bfloat16"), [(13, 37), (1, 1)]),
+    "window_mask_softmax": (_attn_mask("window"), ("float32", "float16"), [(13,), (1,)]),
+    "window_mask_softmax_and": (_attn_mask("window_and"), ("float32", "float16"), [(13,), (1,)]),
+    "document_mask_softmax": (_attn_mask("document"), ("float32", "bfloat16"), [(13,), (1,)]),
 }
 
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import port34_kernels as P  # noqa: E402
 from ascend_util import TARGET, run_checked  # noqa: E402
 
-# (a): a selection, one per construct (the probe runs all 76 kernels)
+# (a): a selection, one per construct (the probe runs all 81 kernels)
 AGREE = ["add_rmsnorm", "layer_norm_bwd", "layer_norm_dw", "log_softmax_bwd", "gelu_bwd", "swiglu_bwd",
          "cross_entropy_ls_i32", "cross_entropy_ls_i64_to_i32", "cross_entropy_bwd", "logsumexp_dim1", "top_p_count",
          "min_p", "repetition_penalty_scatter", "repetition_penalty_mask", "kv_quant_int8_dynamic",
@@ -34,7 +34,7 @@ AGREE = ["add_rmsnorm", "layer_norm_bwd", "layer_norm_dw", "log_softmax_bwd", "g
          "histc", "transpose_3d_elements", "permute_0213", "concat_gm", "concat_map", "split_last", "pad_origin",
          "slice_cols_step2", "slice_rows_step2", "sum_all_atomic", "amax_all", "linear_f16_bf16out",
          "layer_norm_f16_bf16out", "dropout_tileloop", "tril_tileloop", "rmsnorm_tileloop", "reshape_and_cache_i64",
-         "paged_kv_gather", "ssm_scan"]
+         "paged_kv_gather", "ssm_scan", "rmsnorm_chunked", "ce_argmax_chunked", "document_mask_softmax"]
 
 
 def _ascend_cases():
@@ -71,6 +71,8 @@ LOCATED = [
      r"for i in T\.serial\(R\): for j in T\.Parallel\(C\)", "gptq_int4_dequant_rows"),
     ("transpose_3d", "float16", (2, 13, 37), r"writes 'y' transposed", r"for i in T\.serial\(R\): for j in T\.serial",
      "transpose_3d_elements"),
+    ("window_mask_softmax", "float16", (13,), r"T\.where condition abs\(.*\) <= 3: not affine", r"joined with 'and'",
+     "window_mask_softmax_and"),
 ]
 
 
