@@ -1821,6 +1821,64 @@ def _attn_mask(kind):
     return make
 
 
+# ----------------------------------------------------------------------------------------------- in-kernel rng, pow
+@tw.jit(out_idx=[-1])
+def hash_dropout(M, N, bm=BM, keep=22938):
+    """Dropout whose mask an in-kernel hash makes (an LCG of the element's index and a seed, stored into an int32
+    tile: the language wraps it modulo 2^32 on store), then bits 16..30 compared with keep / 32768 = 0.7."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), seed: T.int32, Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, N), "float32")
+            h = T.alloc_fragment((bm, N), "int32")
+            T.copy(X[bx * bm, 0], x)
+            for i, j in T.Parallel(bm, N):
+                h[i, j] = ((bx * bm + i) * N + j) * 1103515245 + seed
+            for i, j in T.Parallel(bm, N):
+                h[i, j] = (h[i, j] >> 16) & 32767
+            for i, j in T.Parallel(bm, N):
+                x[i, j] = T.where(h[i, j] < keep, x[i, j] * (1.0 / 0.7), 0.0)
+            T.copy(x, Y[bx * bm, 0])
+
+    return main
+
+
+def _hash_dropout(dt, shape, rng):
+    M, N = shape
+    x = randn(rng, shape, "float32")
+    idx = np.arange(M * N, dtype=np.int64).reshape(M, N)
+    h = ((idx * 1103515245 + 12345) & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(np.int64)
+    return hash_dropout, (M, N), [x, 12345], [np.where(((h >> 16) & 32767) < 22938, f64(x) / f64(np.float32(0.7)), 0.0)]
+
+
+@tw.jit(out_idx=[-1])
+def pow_tiles(M, N, dt, form, bm=BM):
+    """x ** y elementwise with both tiles (x > 0): `pow` as T.pow(x, y), `exp_log` as T.exp(y * T.log(x))."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dt), Yp: T.Tensor((M, N), dt), Z: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, N), "float32")
+            y = T.alloc_fragment((bm, N), "float32")
+            T.copy(X[bx * bm, 0], x)
+            T.copy(Yp[bx * bm, 0], y)
+            for i, j in T.Parallel(bm, N):
+                if form == "pow":
+                    x[i, j] = T.pow(x[i, j], y[i, j])
+                else:
+                    x[i, j] = T.exp(y[i, j] * T.log(x[i, j]))
+            T.copy(x, Z[bx * bm, 0])
+
+    return main
+
+
+def _pow(form):
+    def make(dt, shape, rng):
+        x = (rng.random(shape) * 3 + 0.1).astype(npdt(dt))
+        y = (rng.random(shape) * 4 - 2).astype(npdt(dt))
+        return pow_tiles, (*shape, dt, form), [x, y], [f64(x) ** f64(y)]
+    return make
+
+
 # ----------------------------------------------------------------------------------------------- tile-loop style
 def dropout_tl_factory(M, N, dt, bm=BM, bn=16):
     """The seed's style: dropout with a uint8 keep mask, loaded as float32."""
@@ -1976,6 +2034,9 @@ CASES = {
     "ce_argmax_chunked": (_ce_chunked, ("float32", "bfloat16"), [(13, 37), (1, 1)]),
     "window_mask_softmax": (_attn_mask("window"), ("float32", "float16"), [(13,), (1,)]),
     "window_mask_softmax_and": (_attn_mask("window_and"), ("float32", "float16"), [(13,), (1,)]),
+    "hash_dropout": (_hash_dropout, ("float32",), [(13, 37), (1, 1)]),
+    "pow_tiles": (_pow("pow"), ("float32", "float16"), [(13, 37), (1, 1)]),
+    "pow_tiles_exp_log": (_pow("exp_log"), ("float32", "float16"), [(13, 37), (1, 1)]),
     "document_mask_softmax": (_attn_mask("document"), ("float32", "bfloat16"), [(13,), (1,)]),
 }
 

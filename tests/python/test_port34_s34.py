@@ -8,7 +8,7 @@ the target changed to ascend910b (simulator, checker on), against float64 numpy 
 - (a) kernels: a representative selection on ascend910b (in-process, cheap) at every dtype and shape; two on cpu
   (a g++ compile each). `python tests/python/port34_kernels.py` runs every kernel, dtype and shape on both targets.
 - (b) kernels: ascend910b's located error (the kernel's line and a hint); the form the hint names runs right.
-- Findings: F1-F5, all fixed on this branch, tested as they now behave.
+- Findings: F1-F5, fixed on this branch, tested as they now behave; F6 (open) a strict xfail.
 """
 import pathlib
 import re
@@ -24,7 +24,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import port34_kernels as P  # noqa: E402
 from ascend_util import TARGET, run_checked  # noqa: E402
 
-# (a): a selection, one per construct (the probe runs all 81 kernels)
+# (a): a selection, one per construct (the probe runs all 84 kernels)
 AGREE = ["add_rmsnorm", "layer_norm_bwd", "layer_norm_dw", "log_softmax_bwd", "gelu_bwd", "swiglu_bwd",
          "cross_entropy_ls_i32", "cross_entropy_ls_i64_to_i32", "cross_entropy_bwd", "logsumexp_dim1", "top_p_count",
          "min_p", "repetition_penalty_scatter", "repetition_penalty_mask", "kv_quant_int8_dynamic",
@@ -73,6 +73,8 @@ LOCATED = [
      "transpose_3d_elements"),
     ("window_mask_softmax", "float16", (13,), r"T\.where condition abs\(.*\) <= 3: not affine", r"joined with 'and'",
      "window_mask_softmax_and"),
+    ("pow_tiles", "float32", (13, 37), r"T\.pow with exponent y\[i, j\] is not supported", r"T\.exp\(y \* T\.log\(x\)\)",
+     "pow_tiles_exp_log"),
 ]
 
 
@@ -138,3 +140,14 @@ def test_f4_concat_window_hint():
 @pytest.mark.parametrize("shape", [(1, 1), (2, 1)])
 def test_f5_tileloop_map_with_unit_inner_extent(shape):
     P.check("rmsnorm_tileloop", "float32", shape, TARGET)
+
+
+# F6 (open, medium: a documented limitation that leaves a common form without an Ascend alternative): an in-kernel
+# hash RNG for a dropout mask, `h[i, j] = idx * 1103515245 + seed` stored into an int32 tile, is well defined in the
+# language (int32 arithmetic wraps modulo 2^32 on store; cpu runs it) but every ascend910b run is the simulator's
+# `int32 overflow` report at the Muls (docs/ascend.md "int32 overflow": the 910B documentation does not say what
+# its int32 Muls stores past int32), and no form of the hash stays inside int32. A wrapped store could be computed
+# exactly from pieces that fit (16-bit halves of x and c, products of 8-bit chunks, shifts).
+@pytest.mark.xfail(strict=True, reason="port34 F6: an int32 hash wrapped on store is an int32 overflow report on Ascend")
+def test_f6_hash_dropout():
+    P.check("hash_dropout", "float32", (13, 37), TARGET)
