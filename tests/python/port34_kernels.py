@@ -1285,6 +1285,35 @@ def _permute(dt, shape, rng):
 
 
 @tw.jit(out_idx=[-1])
+def flip_dim1(B, S, D, dt, form):
+    """torch.flip(x, [1]) of (B, S, D): `map` reads x[S - 1 - i, j] in a 2-D map, `rows` in a serial loop over the
+    rows around a 1-D map (the located error's hint)."""
+    @T.prim_func
+    def main(X: T.Tensor((B, S, D), dt), Y: T.Tensor((B, S, D), dt)):
+        with T.Kernel(B) as b:
+            x = T.alloc_fragment((S, D), dt)
+            y = T.alloc_fragment((S, D), dt)
+            T.copy(X[b, :, :], x)
+            if form == "map":
+                for i, j in T.Parallel(S, D):
+                    y[i, j] = x[S - 1 - i, j]
+            else:
+                for i in T.serial(S):
+                    for j in T.Parallel(D):
+                        y[i, j] = x[S - 1 - i, j]
+            T.copy(y, Y[b, :, :])
+
+    return main
+
+
+def _flip(form):
+    def make(dt, shape, rng):
+        x = randn(rng, shape, dt)
+        return flip_dim1, (*shape, dt, form), [x], [f64(x)[:, ::-1, :]]
+    return make
+
+
+@tw.jit(out_idx=[-1])
 def concat_last(M, N1, N2, dt, form, bm=BM):
     """torch.cat([a, b], dim=-1): `tile` copies both into one tile (b at column N1), `gm` copies each tile to its
     columns of the output, `map` selects by the column index (b read at j - N1)."""
@@ -2008,6 +2037,8 @@ CASES = {
     "count_nonzero": (_count_nz, ("float32", "int32"), [(13, 37), (1, 1)]),
     "transpose_3d": (_transpose3("map"), ("float32", "float16"), [(2, 13, 37)]),
     "transpose_3d_elements": (_transpose3("elements"), ("float32", "float16", "int32"), [(2, 13, 37), (1, 1, 1)]),
+    "flip_dim1": (_flip("map"), ("float32", "bfloat16"), [(2, 13, 37), (1, 1, 1)]),
+    "flip_dim1_rows": (_flip("rows"), ("float32", "bfloat16"), [(2, 13, 37), (1, 1, 1)]),
     "permute_0213": (_permute, F3, [(2, 7, 3, 37), (1, 1, 1, 1)]),
     "concat_tile": (_concat("tile"), ("float32", "float16"), [(13, 37, 5), (1, 1, 1)]),
     "concat_gm": (_concat("gm"), ("float32", "float16"), [(13, 37, 5), (1, 1, 1)]),

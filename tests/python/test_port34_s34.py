@@ -24,7 +24,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import port34_kernels as P  # noqa: E402
 from ascend_util import TARGET, run_checked  # noqa: E402
 
-# (a): a selection, one per construct (the probe runs all 84 kernels)
+# (a): a selection, one per construct (the probe runs all 86 kernels)
 AGREE = ["add_rmsnorm", "layer_norm_bwd", "layer_norm_dw", "log_softmax_bwd", "gelu_bwd", "swiglu_bwd",
          "cross_entropy_ls_i32", "cross_entropy_ls_i64_to_i32", "cross_entropy_bwd", "logsumexp_dim1", "top_p_count",
          "min_p", "repetition_penalty_scatter", "repetition_penalty_mask", "kv_quant_int8_dynamic",
@@ -73,6 +73,8 @@ LOCATED = [
      "transpose_3d_elements"),
     ("window_mask_softmax", "float16", (13,), r"T\.where condition abs\(.*\) <= 3: not affine", r"joined with 'and'",
      "window_mask_softmax_and"),
+    ("flip_dim1", "bfloat16", (2, 13, 37), r"reads 'x' at a row computed from the map's row index \(12 - i\)",
+     r"for i in T\.serial\(R\): for j in T\.Parallel\(C\)", "flip_dim1_rows"),
     ("pow_tiles", "float32", (13, 37), r"T\.pow with exponent y\[i, j\] is not supported", r"T\.exp\(y \* T\.log\(x\)\)",
      "pow_tiles_exp_log"),
 ]
