@@ -1323,9 +1323,9 @@ CASES.update({
 })
 
 
-def build(name, dt, shape, seed=0):
-    """(kernel_of(target), inputs, in-place output indices or None, refs)"""
-    make = CASES[name][0]
+def build(name, dt, shape, seed=0, cases=None):
+    """(kernel_of(target), inputs, refs); cases: a table like CASES (port34_kernels.py passes its own)"""
+    make = (cases or CASES)[name][0]
     fac, args, inputs, refs = make(dt, shape, np.random.default_rng(seed))
     if fac == "tileloop":
         tl = args[0](*args[1:])
@@ -1338,9 +1338,9 @@ def assert_close_f32(got, ref):
     np.testing.assert_allclose(f64(got), ref, atol=atol, rtol=rtol, equal_nan=True)
 
 
-def run(name, dt, shape, target):
+def run(name, dt, shape, target, cases=None):
     """The outputs on target (ascend910b: the simulator with the checker; a report raises AssertionError)."""
-    kernel_of, inputs, refs = build(name, dt, shape)
+    kernel_of, inputs, refs = build(name, dt, shape, cases=cases)
     inputs = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
     k = kernel_of(target)
     if target == "cpu":
@@ -1355,8 +1355,8 @@ def run(name, dt, shape, target):
     return list(out), refs
 
 
-def check(name, dt, shape, target):
-    outs, refs = run(name, dt, shape, target)
+def check(name, dt, shape, target, cases=None):
+    outs, refs = run(name, dt, shape, target, cases)
     assert len(outs) == len(refs)
     for o, r in zip(outs, refs):
         o = np.asarray(o)
@@ -1371,18 +1371,22 @@ def check(name, dt, shape, target):
             np.testing.assert_allclose(f64(o), r, atol=atol, rtol=rtol, equal_nan=True)
 
 
-if __name__ == "__main__":
-    import sys
-    import traceback
-    names = sys.argv[1:] or list(CASES)
-    for name in names:
-        _, dts, shapes = CASES[name]
+def probe(names, cases=None, targets=("cpu", "ascend910b")):
+    """Runs every dtype and shape of the named cases on the targets and prints each outcome."""
+    cases = cases or CASES
+    for name in names or list(cases):
+        _, dts, shapes = cases[name]
         for dt in dts:
             for shape in shapes:
-                for target in ("cpu", "ascend910b"):
+                for target in targets:
                     try:
-                        check(name, dt, shape, target)
+                        check(name, dt, shape, target, cases)
                         print(f"OK   {name} {dt} {shape} {target}", flush=True)
                     except Exception as e:  # the probe prints every outcome
                         msg = str(e).strip().replace("\n", "\n       ")
                         print(f"FAIL {name} {dt} {shape} {target}: {type(e).__name__}: {msg[:1500]}", flush=True)
+
+
+if __name__ == "__main__":
+    import sys
+    probe(sys.argv[1:])

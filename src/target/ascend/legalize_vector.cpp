@@ -432,7 +432,8 @@ class MapLowering {
       if (vars_[k].get() == v) return ext_[k];
     return 0;
   }
-  int index_mask(int x, const Expr& cond, const Expr& fill, const Span& sp);  // a Where node
+  // a Where node; fill by value: callers pass a node's scalar, and materialize grows nodes_
+  int index_mask(int x, const Expr& cond, Expr fill, const Span& sp);
   bool plain_index(const Expr& e) const;                      // addressable by a vector operand
   std::optional<int> gather(const ir::LoadNode* l, const Span& sp);  // a Gather node, or nullopt
   int index_value(const Expr& e, const Buffer& owner, const Span& sp);  // an index as int32 data
@@ -3001,8 +3002,19 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
   if (!column && std::all_of(idx.begin(), idx.end(), [&](const Expr& e) { return plain_index(e); })) return std::nullopt;
   // a computed leading index with a plain last one and no tile data (x[j // 8, i]): not a gather
   // (shape_of_load and select_instructions name what it is: a transpose, a strided row)
-  if (plain_index(idx.back()) && vars_.size() == 2 && std::none_of(idx.begin(), idx.end(), [](const Expr& e) { return has_load(e); }))
+  if (plain_index(idx.back()) && vars_.size() == 2 && std::none_of(idx.begin(), idx.end(), [](const Expr& e) { return has_load(e); })) {
+    // a row picked by arithmetic on the map's row variable, the column the map's (GPTQ's q[i // 8, j],
+    // repeated or reordered rows; port34 F3): no vector operand addresses it, the rows one by one do
+    if (!uses_var(idx.back(), vi()))
+      for (size_t d = 0; d + 1 < n; ++d)
+        if (uses_var(idx[d], vi()) && !plain_index(idx[d]))
+          fail("T.Parallel reads " + q(src->name) + " at a row computed from the map's row index (" +
+                   ir::print(idx[d]) + "): a vector operand reads rows at the loop index plus a constant",
+               sp, "loop over the rows serially around a one-dimensional map, for i in T.serial(R): for j in "
+                   "T.Parallel(C): ... (the row index is then a scalar in the map, and " + q(src->name) +
+                       "'s row a vector operand)");
     return std::nullopt;
+  }
   const std::string what = "T.Parallel reads " + q(src->name) + " at the index " + ir::print(ir::load(src, idx));
   if (src->scope != Scope::UB)
     fail(what + ": a data-dependent or strided read of a global tensor has no vector instruction", sp,
@@ -3074,7 +3086,7 @@ std::optional<int> MapLowering::gather(const ir::LoadNode* l, const Span& sp) {
 }
 
 // x where the index condition cond holds, else the scalar fill (emit_where's masks).
-int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Span& sp) {
+int MapLowering::index_mask(int x, const Expr& cond, Expr fill, const Span& sp) {
   x = materialize(x, Shape::Full, sp);
   DType t = nodes_[x].dtype;
   // A 16-bit tile masked with a fill it cannot hold exactly (0.1, -1e30, 65519; hunt12 F5) is masked

@@ -2246,7 +2246,8 @@ class Lowerer {
   // A vector operand of a map starts on a 32 B block of UB (every operand address of a Vector
   // instruction is): x[i, j + 65] of a float32 tile starts 260 B into each row. Before session 15
   // it was a simulator report (misaligned) at run time; no vector instruction can read it.
-  void map_operand_aligned(const Access& a, const Span& sp) {
+  // dst: the store's operand (a map's destination, a copy between tiles into a window: port34 F4)
+  void map_operand_aligned(const Access& a, const Span& sp, bool dst = false) {
     auto m = mod32(a.offset);
     std::string where;
     if (!m) {  // port33 F1: a start from loop variables with constant bounds (x[i, j + k], k in T.serial(3))
@@ -2265,10 +2266,17 @@ class Lowerer {
     }
     if (*m == 0) return;
     int64_t per = 32 / a.buf->dtype.bytes();
+    const std::string shift = "shift by a multiple of " + std::to_string(per) + " columns (" + std::string(a.buf->dtype.name()) + "), or ";
+    if (dst)
+      throw Error("this T.Parallel map (or T.copy between tiles) writes " + q(a.buffer->name) + " at an element which starts " +
+                      std::to_string(*m) + " bytes into a 32 B block of UB" + where +
+                      "; on Ascend the Vector core's operands start on 32 B blocks",
+                  sp, shift + "compute those columns in a tile of their own and copy it to global memory at their column "
+                      "(T.copy(u, Y[r0, c0 + s]): a copy to global memory starts at any column), or build the wide tile "
+                      "in one map that selects by the column (T.where(j < c, a[i, j], b[i, T.max(j - c, 0)]))");
     throw Error("this T.Parallel map reads or writes " + q(a.buffer->name) + " at an element which starts " + std::to_string(*m) +
                     " bytes into a 32 B block of UB" + where + "; on Ascend the Vector core's operands start on 32 B blocks",
-                sp, "shift by a multiple of " + std::to_string(per) + " columns (" + std::string(a.buf->dtype.name()) +
-                        "), or copy the shifted columns from global memory into a tile of their own (T.copy(X[r0:r1, c0 + s:c0 + s + n], u)) "
+                sp, shift + "copy the shifted columns from global memory into a tile of their own (T.copy(X[r0:r1, c0 + s:c0 + s + n], u)) "
                         "and map over that tile");
   }
 
@@ -2286,7 +2294,7 @@ class Lowerer {
     const Loop& inner = loops.back();
     int64_t cols = inner.extent;  // -1: a runtime extent (inner.ext)
     Expr cols_e = inner.extent >= 0 ? C(inner.extent) : inner.ext;
-    map_operand_aligned(*dacc, sp);
+    map_operand_aligned(*dacc, sp, /*dst=*/true);
     VecOperand dst{LocalRef{dacc->buf->index, dacc->offset}, loops.size() == 2 ? C(*dstride) : cols_e};
 
     auto is_load = [](const Expr& e) { return e->kind == ir::ExprKind::Load; };
@@ -2537,6 +2545,20 @@ class Lowerer {
     if (!fa && !fb) fail("neither operand of " + std::string(ir::binop_name(bn->op)) + " is a tile element a[i, j]");
     if (fb && !commutes && scalar(bn->a))
       fail("scalar " + std::string(ir::binop_name(bn->op)) + " tile has no vector instruction (only tile op scalar)");
+    // a per-row factor read down a column of a 2-D tile (a conv tap's weights w[i, k]; port34 F2): its
+    // elements lie a row apart, and a row broadcast reads a contiguous vector
+    for (const Expr& e : {bn->a, bn->b}) {
+      auto a = is_load(e) && loops.size() == 2 ? load_acc(e) : std::nullopt;
+      if (a && std::count(a->var_of_dim.begin(), a->var_of_dim.end(), 0) == 1 &&
+          std::count(a->var_of_dim.begin(), a->var_of_dim.end(), 1) == 0 && !row_vector(*a, 2)) {
+        const std::string& n = as<ir::LoadNode>(e)->buffer->name;
+        throw Error("this T.Parallel body is not a vector instruction: the per-row factor " + q(n) +
+                        " is read down a column of a tile (its elements lie a row apart); a row broadcast a op v[i] "
+                        "reads a 1-D tile",
+                    sp, "copy the column into a 1-D tile first, for i in T.Parallel(n): v[i] = " + n +
+                            "[i, k] (a gather), and use v[i] in this map");
+      }
+    }
     return fail("the second operand is neither a tile indexed like the destination, a scalar, nor a per-row vector v[i]");
   }
 

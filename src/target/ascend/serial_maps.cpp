@@ -470,8 +470,36 @@ struct ToParallel : ir::Mutator {
     if (!s || s->kind != ir::StmtKind::For) return ir::Mutator::mutate(s);  // null: an if without else
     auto* f = ir::as<ir::ForNode>(s);
     if (f->for_kind == ir::ForKind::parallel) return selects(s, {});
-    if (!is_map_nest(f)) return ir::Mutator::mutate(s);
-    return parallel(s);
+    ir::Stmt nest = unit_loops(s);
+    if (!is_map_nest(ir::as<ir::ForNode>(nest))) return ir::Mutator::mutate(s);
+    return parallel(nest);
+  }
+  // simplify made a serial loop of extent 1 `let v = min` before its body (a (bm, 1) tile's
+  // `for j in range(1)`, port34 F5): the lets of constants heading the nest's innermost body are
+  // those loops again (the same program), so that the nest stores at its variables as written
+  static ir::Stmt unit_loops(const ir::Stmt& s) {
+    auto* f = ir::as<ir::ForNode>(s);
+    auto inner = ir::stmts_of(f->body);
+    ir::Stmt body;
+    if (inner.size() == 1 && inner[0]->kind == ir::StmtKind::For &&
+        ir::as<ir::ForNode>(inner[0])->for_kind == ir::ForKind::serial) {
+      body = unit_loops(inner[0]);
+    } else {
+      size_t k = 0;
+      while (k < inner.size() && inner[k]->kind == ir::StmtKind::Let &&
+             ir::as_const_int(ir::as<ir::LetNode>(inner[k])->value))
+        ++k;
+      if (k == 0) return s;
+      std::vector<ir::Stmt> rest(inner.begin() + static_cast<std::ptrdiff_t>(k), inner.end());
+      body = std::make_shared<ir::SeqNode>(rest, f->body->span);
+      for (size_t m = k; m-- > 0;) {
+        auto* l = ir::as<ir::LetNode>(inner[m]);
+        body = std::make_shared<ir::ForNode>(l->var, l->value, ir::int_imm(1, l->value->dtype, l->span),
+                                             ir::ForKind::serial, 0, body, l->span);
+      }
+    }
+    if (body == f->body) return s;
+    return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, s->span);
   }
   // a T.Parallel map with its ifs as selects (ifs_as_selects), and a body that is one if free of the map
   // (`if f[0] > 0:`, the same arm for every element: hunt31 F1) as that if around the map

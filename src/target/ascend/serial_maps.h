@@ -14,6 +14,8 @@
 // nest writes, so running the statements over the whole tile one after the other gives the serial
 // nest's result. Other loops (a running sum reading t[i, j - 1], a gather t[idx[i], j], reads of
 // global tensors or of one element t[0]) stay serial loops of scalar steps.
+// A serial loop of extent 1 that simplify made `let v = min` (a (bm, 1) tile's `for j in range(1)`) is
+// read as that loop again where such lets of constants head the nest's innermost body.
 #pragma once
 
 #include "target/registry.h"
