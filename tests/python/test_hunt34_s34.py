@@ -4,11 +4,11 @@ RMSNorm fused with the residual; SwiGLU after two gemms; partial and rotate-half
 ties and top-k = experts; varlen with empty sequences; masks with all-hidden rows) at users' odd shapes, cpu
 against ascend910b (simulator, checker on) against float64: all agreed. The findings are about inputs out of
 range: the simulator's checker bounds an element access by the whole buffer's bytes, not by each dimension, so
-an index past its dimension but inside the buffer is read (or written) silently on ascend910b, where the cpu
-target reports it at the line (always for tiles, under TW_BOUNDS_CHECK=1 for tensors).
-
-Each finding is a strict xfail on ascend910b (it flips when fixed) beside an in-range control. Results are exact
-integers, so no tolerance is needed.
+an index past its dimension but inside the buffer was read (or written) silently on ascend910b, where the cpu
+target reports it at the line (always for tiles, under TW_BOUNDS_CHECK=1 for tensors). F1 / F2 (scalar-unit
+accesses) are fixed here (program.h DimIndex: the simulator checks each index against its dimension); F3 (a
+map's element read of a tensor) is a strict xfail on ascend910b (it flips when fixed). Each has an in-range
+control. Results are exact integers, so no tolerance is needed.
 """
 import pathlib
 import sys
@@ -33,7 +33,7 @@ def _out_of_bounds(reports):
     return any("out of bounds" in r for r in reports)
 
 
-# --------------------------------------------------------------------------- F1: GM element index past its dimension
+# --------------------------------------------------------------------------- F1 / F3: GM element index past its dimension
 def _table_read():
     """paged decode's `page = block_tables[b, j]` with j read from the input (a context length past the row)."""
     @T.prim_func
@@ -58,11 +58,13 @@ def _row_read():
     return k
 
 
-F1 = ("hunt34 F1: an element read of a GM tensor at an index past its dimension but inside the tensor "
-      "(Table[0, 3] of a (2, 3) table; A[0, j + n] of a (2, 8) tensor at n = 3) is not reported by the simulator: "
-      "the scalar read returns Table[1, 0] (paged decode with a context length past its block-table row reads the "
-      "next sequence's page numbers), the map read clips to 0; cpu under TW_BOUNDS_CHECK=1 reports 'index 3 is out "
-      "of bounds for dimension 1' at the line. The checker bounds GM operands by the tensor's bytes only")
+# hunt34 F1 (fixed by h-hunt34): a scalar read of a GM tensor at an index past its dimension but inside the tensor
+# (Table[0, 3] of a (2, 3) table) returned Table[1, 0] on ascend910b without a report (paged decode with a context
+# length past its block-table row read the next sequence's page numbers); cpu reports it under TW_BOUNDS_CHECK=1.
+F3 = ("hunt34 F3: a map's element read of a GM tensor at a run-time offset past its dimension (A[0, j + n] of a "
+      "(2, 8) tensor at n = 3) is clipped to 0 on ascend910b without a report (stage_global_maps stages it as a "
+      "T.copy, whose windows clip); cpu reads the next row, and reports 'index 8 is out of bounds for dimension 1' "
+      "under TW_BOUNDS_CHECK=1")
 
 
 def test_f1_control_in_range_table_read():
@@ -71,21 +73,20 @@ def test_f1_control_in_range_table_read():
     assert reports == [] and out.tolist() == [2]
 
 
-@pytest.mark.xfail(strict=True, reason=F1)
-def test_f1_table_read_past_its_row_is_reported():
+def test_f1_table_read_past_its_row_is_reported():  # F1, fixed by h-hunt34
     table = np.arange(6, dtype=np.int32).reshape(2, 3)
     _, reports = _profile(_table_read(), [2], table, np.array([3], np.int32))
-    assert _out_of_bounds(reports)
+    assert _out_of_bounds(reports) and "index 3 of dimension 1 of tensor Table, which has 3" in reports[0], reports
 
 
-@pytest.mark.xfail(strict=True, reason=F1)
-def test_f1_map_read_past_its_row_is_reported():
+@pytest.mark.xfail(strict=True, reason=F3)
+def test_f3_map_read_past_its_row_is_reported():
     a = np.arange(16, dtype=np.float32).reshape(2, 8)
     _, reports = _profile(_row_read(), [2], a, np.array([3], np.int32))
     assert _out_of_bounds(reports)
 
 
-def test_f1_control_in_range_map_read():
+def test_f3_control_in_range_map_read():
     a = np.arange(16, dtype=np.float32).reshape(2, 8)
     out, reports = _profile(_row_read(), [2], a, np.array([0], np.int32))
     assert reports == [] and out.tolist() == a[0].tolist()
@@ -106,18 +107,20 @@ def _tile_access(store):
     return k
 
 
-F2 = ("hunt34 F2: a scalar read or store of a UB tile at a run-time column past the row (a[0, 9] of a (2, 8) int32 "
-      "tile) is not reported by the simulator: it reads / writes a[1, 1] silently; docs/language.md promises the "
-      "simulator reports a tile index not proved inside the tile, and cpu always reports 'index 9 is out of bounds "
-      "for dimension 1 of 'a''. ScalarLoad / ScalarStore carry only the tile's end (docs/ascend.md \"Bounds\")")
+# hunt34 F2 (fixed by h-hunt34): a scalar read or store of a UB tile at a run-time column past the row (a[0, 9] of a
+# (2, 8) int32 tile) read / wrote a[1, 1] on ascend910b without a report, where docs/language.md promises the
+# simulator reports a tile index not proved inside the tile (cpu always reports it); ScalarLoad / ScalarStore
+# carried only the tile's end.
 
 
 @pytest.mark.parametrize("store", [False, True], ids=["read", "store"])
-@pytest.mark.xfail(strict=True, reason=F2)
-def test_f2_tile_index_past_its_row_is_reported(store):
+def test_f2_tile_index_past_its_row_is_reported(store):  # F2, fixed by h-hunt34
     a = np.arange(16, dtype=np.int32).reshape(2, 8)
-    _, reports = _profile(_tile_access(store), [2], a, np.array([9], np.int32))
-    assert _out_of_bounds(reports)
+    out, reports = _profile(_tile_access(store), [2], a, np.array([9], np.int32))
+    what = "SetValue writes" if store else "GetValue reads"
+    assert _out_of_bounds(reports) and f"{what} index 9 of dimension 1 of tile a, which has 8" in reports[0], reports
+    if store:
+        assert np.array_equal(out, a)  # the store is not executed: a[1, 1] keeps its value
 
 
 @pytest.mark.parametrize("store", [False, True], ids=["read", "store"])
