@@ -1964,6 +1964,12 @@ int MapLowering::max_min(ir::BinOp op, int a, int b, const Span& sp) {
   return r;
 }
 
+// A left shift count the unwrapped form multiplies by (x << c as x * 2^c: c constant, 2^c an int32).
+bool mul_shift(const Expr& count) {
+  auto c = ir::as_const_int(count);
+  return c && *c >= 0 && *c <= 30;
+}
+
 bool MapLowering::past_scalar(int x) const {
   return nodes_[x].shape == Shape::Scalar && !nodes_[x].dtype.is_float() && L_.may_leave_int32(nodes_[x].scalar);
 }
@@ -1971,8 +1977,9 @@ bool MapLowering::past_scalar(int x) const {
 // hunt32 F8: int32 tile data in a map is computed in int32 (the vector calls wrap), the language in
 // int64 until stored. The two agree where the value is wrapped before anything else sees it (`wraps`:
 // the store, the operands of + - * & | ^ ~, the left of >>, a cast to int32 or narrower) and where it
-// cannot leave int32. A value of tile data that may leave int32, `x << n` or + - * & | ^ with a constant
-// past int32, seen unwrapped (a comparison, // %, T.max, a float cast) is an error.
+// cannot leave int32. A value of tile data that may leave int32, `x << n` (n not a constant 0..30: those are
+// x * 2^n, exact or an overflow report) or + - * & | ^ with a constant past int32, seen unwrapped (a
+// comparison, // %, T.max, a float cast) is an error.
 void MapLowering::unstored_past_int32(const Expr& e, bool wraps) {
   (wraps ? wrapped_ : seen_).insert(e.get());
   auto data = [](const Expr& x) { return has_load(x); };
@@ -1986,7 +1993,7 @@ void MapLowering::unstored_past_int32(const Expr& e, bool wraps) {
       const bool modular = b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub || b->op == ir::BinOp::Mul ||
                            b->op == ir::BinOp::BitAnd || b->op == ir::BinOp::BitOr || b->op == ir::BinOp::BitXor;
       if (!wraps && e->dtype == kI32 && data(e) &&
-          ((b->op == ir::BinOp::Shl && data(b->a)) ||
+          ((b->op == ir::BinOp::Shl && data(b->a) && !mul_shift(b->b)) ||
            (modular && (past(b->a) || past(b->b)))))
         fail("this int32 '" + std::string(ir::binop_symbol(b->op)) + "' of tile data may leave int32, and its value is "
              "used before it is stored: the language computes it in int64 there (docs/language.md \"Bitwise operators "
@@ -2825,6 +2832,10 @@ int MapLowering::build_uncached(const Expr& e) {
                      " tile data: the Ascend vector units shift int32 only",
                  sp, "convert first, e.g. T.cast(x, \"int32\") << 2");
           int x = build(b->a);
+          // seen unwrapped (`(x << 7) % 3`): the language's int64 value, x * 2^c, exact while it fits in
+          // int32 and an `int32 overflow` report where it does not (a ShiftLeft would drop the high bits)
+          if (b->op == ir::BinOp::Shl && !is_wrapped(e) && mul_shift(b->b))
+            return bin(ir::BinOp::Mul, x, leaf_scalar(ir::int_imm(int64_t{1} << *ir::as_const_int(b->b), kI32, sp)), sp);
           int y = build(b->b);
           if (nodes_[y].shape != Shape::Scalar) return shift_by_tile(b->op, x, to_type(y, kI32, sp), sp);
           return bin(b->op, x, y, sp);
