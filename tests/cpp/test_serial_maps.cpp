@@ -119,9 +119,9 @@ TEST(SerialMaps, IfsInsideAMapBecomeSelects) {
 }
 
 // elif32: an elif chain is nested selects (the inner condition chosen where the outer is false, the gather's
-// index selected by both); arms of several stores are one select per element where every value reads the
-// tiles as before the if, else the stores in order (then arm's, else arm's), each keeping the element where
-// its arm is not taken; per element, the store of the tile the condition reads goes last; in order, a
+// index selected once, by the path of conditions to its arm: elif34); arms of several stores are one select
+// per element where every value reads the tiles as before the if, else the stores in order (then arm's, else
+// arm's), each keeping the element where its arm is not taken; per element, the store of the tile the condition reads goes last; in order, a
 // condition reading a tile a store before the last writes is a let bound before the stores (elifcond33:
 // legalize_vector computes it into a tile before y's store); a store under a nested if without an else is
 // one select of the conjunction (an integer comparison negated as its opposite).
@@ -186,7 +186,7 @@ TEST(SerialMaps, ElifChainsAndArmsOfSeveralStores) {
 }
 )"),
             head + R"(  for i in parallel(0, 8) {
-    y[i] = where(ix[i] < 0, -1.0, where(ix[i] >= 16, -2.0, x[where(ix[i] < 0, 0, where(ix[i] >= 16, 0, ix[i]))]))
+    y[i] = where(ix[i] < 0, -1.0, where(ix[i] >= 16, -2.0, x[where(ix[i] >= 0 and ix[i] < 16, ix[i], 0)]))
   }
   for i1 in parallel(0, 8) {
     z[i1] = where(y[i1] > 1.0, y[i1], 0.0)

@@ -190,15 +190,19 @@ ir::Expr negate(const ir::Expr& e) {
   return ir::unary(ir::UnOp::Not, e, e->span);
 }
 
+// The statements a nested if's lowering emitted (lower_arm): their values are guarded along the whole path of
+// conditions already (lower_if_as' `path`), stored as they are by the ifs around it.
+using Guarded = std::set<ir::Stmt>;
+
 bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
-              vec::Names& names);
+              vec::Names& names, const ir::Expr& path, Guarded& guarded);
 
 // The statements of an if's arm as stores and bound lets, in order, lets substituted (lower_if); false for
 // anything but stores, lets and ifs. A let used after a store of the arm wrote a tile its value reads is
 // bound where the arm binds it (elifcond33: `t = y[i] * 2.0; y[i] = 1.0; z[i] = t`), a let statement
 // `t_N` the later uses read, as a nested if's bound condition is (lower_if).
 bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Stmt>& out,
-               vec::Names& names) {
+               vec::Names& names, const ir::Expr& path, Guarded& guarded) {
   if (!arm) return true;
   struct Own {
     ir::Var var;
@@ -225,9 +229,11 @@ bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets,
     const size_t from = out.size();
     if (s->kind == ir::StmtKind::Store) {
       out.push_back(lets.subst.empty() ? s : ir::substitute(s, lets.subst));
-    } else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, lets, out, names)
-                                            : s->kind != ir::StmtKind::If || !lower_if(s, vars, lets, out, names)) {
+    } else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, lets, out, names, path, guarded)
+                                            : s->kind != ir::StmtKind::If || !lower_if(s, vars, lets, out, names, path, guarded)) {
       return false;
+    } else if (s->kind == ir::StmtKind::If) {
+      guarded.insert(out.begin() + static_cast<std::ptrdiff_t>(from), out.end());
     }
     for (auto& l : own)
       for (size_t k = from; k < out.size(); ++k)
@@ -281,16 +287,14 @@ bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir
 // selected too (GuardIndices). Not lowered (false): an arm holding anything but stores, lets and ifs; in
 // order, an element at a strided index stored twice.
 bool lower_if_as(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
-                 vec::Names& names, bool bind) {
+                 vec::Names& names, bool bind, const ir::Expr& path, Guarded& guarded) {
   auto* n = ir::as<ir::IfNode>(s);
   std::vector<ir::Stmt> t, e, res;
-  if (!lower_arm(n->then_body, vars, lets, t, names) || !lower_arm(n->else_body, vars, lets, e, names)) return false;
-  ir::Expr c = lets.subst.empty() ? n->cond : ir::substitute(n->cond, lets.subst);
-  const bool free = !on_vars(c, vars);
   std::vector<const ir::BufferNode*> stored;
-  for (const auto* arm : {&t, &e})
-    for (const auto& s : *arm)
-      if (store_of(s)) stored.push_back(store_of(s)->buffer.get());
+  ir::for_each_stmt(s, [&](const ir::Stmt& x) {
+    if (store_of(x)) stored.push_back(store_of(x)->buffer.get());
+  });
+  ir::Expr c = lets.subst.empty() ? n->cond : ir::substitute(n->cond, lets.subst);
   Lets scope = lets;  // the lets substituted
   std::vector<ir::Var> bound;  // lets read as tiles are: the bound ones, the arms'
   if (bind) {
@@ -311,25 +315,46 @@ bool lower_if_as(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets
         scope.subst.push_back(l);
       }
     }
-    t.clear(), e.clear();
-    if (!lower_arm(n->then_body, vars, scope, t, names) || !lower_arm(n->else_body, vars, scope, e, names)) return false;
     const ir::Var cv = ir::var(names.fresh("cond"), n->cond->dtype, n->cond->span);
     res.push_back(std::make_shared<ir::LetNode>(cv, ir::substitute(n->cond, scope.subst), n->span));
     c = cv;
   }
+  // a nested if (path: the conditions of the ifs around it, guarded) guards its condition and its arms' values
+  // along the whole path once, here (elif34: guarding them again at every level around it, the conditions of
+  // the guards too, doubled the program with every level of an int32 elif chain)
   std::vector<ir::Expr> keep;
+  if (path && bind) {
+    auto* l = ir::as<ir::LetNode>(res.back());
+    res.back() = std::make_shared<ir::LetNode>(l->var, guard_arm(l->value, path, true, !on_vars(path, vars), vars, keep, bound), n->span);
+  } else if (path) {
+    c = guard_arm(c, path, true, !on_vars(path, vars), vars, keep, bound);
+  }
+  auto arm_path = [&](bool then) {
+    const ir::Expr x = then ? c : negate(c);
+    return path ? ir::binary(ir::BinOp::And, path, x, n->span) : x;
+  };
+  if (!lower_arm(n->then_body, vars, scope, t, names, arm_path(true), guarded) ||
+      !lower_arm(n->else_body, vars, scope, e, names, arm_path(false), guarded))
+    return false;
+  const ir::Expr guard_t = path ? arm_path(true) : c, guard_e = path ? arm_path(false) : c;
+  const bool free = !on_vars(path ? guard_t : c, vars);
   for (const auto* arm : {&t, &e})
     for (const auto& s : *arm)
       if (store_of(s)) keep.push_back(element(store_of(s)));
       else bound.push_back(ir::as<ir::LetNode>(s)->var);
   const size_t at_if = res.size();  // the bound lets before the stores
-  auto value = [&](const ir::StoreNode* s, bool then) {
-    return ir::cast(guard_arm(s->value, c, then, free, vars, keep, bound), s->buffer->dtype, s->span);
+  // (a nested if's statements are guarded already)
+  auto guard = [&](const ir::Expr& v, bool then) {
+    return path ? guard_arm(v, then ? guard_t : guard_e, true, free, vars, keep, bound) : guard_arm(v, c, then, free, vars, keep, bound);
+  };
+  auto value = [&](const ir::Stmt& x, bool then) {
+    auto* s = store_of(x);
+    return guarded.count(x) ? s->value : ir::cast(guard(s->value, then), s->buffer->dtype, s->span);
   };
   // an arm's bound let, its value guarded as the stores' are
   auto let = [&](const ir::Stmt& x, bool then) {
     auto* l = ir::as<ir::LetNode>(x);
-    res.push_back(std::make_shared<ir::LetNode>(l->var, guard_arm(l->value, c, then, free, vars, keep, bound), l->span));
+    res.push_back(guarded.count(x) ? x : std::make_shared<ir::LetNode>(l->var, guard(l->value, then), l->span));
   };
   // t[idx] = where(c, where(c2, a, t[idx]), t[idx]) (an arm's store under a nested if) is where(c and c2, a,
   // t[idx]); c not taken, c2 not taken alike (not c, not c2): one select, and index masks one mask
@@ -356,13 +381,13 @@ bool lower_if_as(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets
     };
     for (const auto& x : t) {
       auto y = std::find_if(e.begin(), e.end(), same(x));
-      emit(store_of(x), value(store_of(x), true), y == e.end() ? element(store_of(x)) : value(store_of(*y), false));
+      emit(store_of(x), value(x, true), y == e.end() ? element(store_of(x)) : value(*y, false));
     }
     for (const auto& y : e)
-      if (std::none_of(t.begin(), t.end(), same(y))) emit(store_of(y), element(store_of(y)), value(store_of(y), false));
+      if (std::none_of(t.begin(), t.end(), same(y))) emit(store_of(y), element(store_of(y)), value(y, false));
   } else {
-    for (const auto& x : t) store_of(x) ? emit(store_of(x), value(store_of(x), true), element(store_of(x))) : let(x, true);
-    for (const auto& y : e) store_of(y) ? emit(store_of(y), element(store_of(y)), value(store_of(y), false)) : let(y, false);
+    for (const auto& x : t) store_of(x) ? emit(store_of(x), value(x, true), element(store_of(x))) : let(x, true);
+    for (const auto& y : e) store_of(y) ? emit(store_of(y), element(store_of(y)), value(y, false)) : let(y, false);
     // an element stored twice at a strided index is not a vector store (select_instructions)
     for (size_t k = at_if; k < res.size(); ++k)
       for (size_t l = at_if; l < k; ++l)
@@ -388,8 +413,8 @@ bool lower_if_as(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets
 
 // lower_if_as, binding the condition where it must be (bind)
 bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
-              vec::Names& names) {
-  return lower_if_as(s, vars, lets, out, names, false) || lower_if_as(s, vars, lets, out, names, true);
+              vec::Names& names, const ir::Expr& path, Guarded& guarded) {
+  return lower_if_as(s, vars, lets, out, names, false, path, guarded) || lower_if_as(s, vars, lets, out, names, true, path, guarded);
 }
 
 // An if, the whole body of a map, whose condition is free of the map and of the tiles the if stores: it goes
@@ -423,7 +448,8 @@ bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& va
   Lets lets;
   for (const auto& it : items) {
     if (it->kind == ir::StmtKind::Let) lets.add(ir::as<ir::LetNode>(it)), lets.stated.insert(ir::as<ir::LetNode>(it)->var.get());
-    const bool lowered = it->kind == ir::StmtKind::If && lower_if(it, vars, lets, out, names);
+    Guarded guarded;
+    const bool lowered = it->kind == ir::StmtKind::If && lower_if(it, vars, lets, out, names, nullptr, guarded);
     if (!lowered) out.push_back(it);
     changed = changed || lowered;
   }
