@@ -1489,6 +1489,33 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
     if (it->kind == ir::StmtKind::Let) {
       auto* l = as<ir::LetNode>(it);
       lets.push_back({l->var, ir::substitute(l->value, lets)});
+      // A condition of the map's elements read more than once after it (serial_maps' bound conditions and paths
+      // of nested ifs, elif34) is computed once, where it is bound, into a float16 tile of 1 / 0 its uses compare
+      // with 0: substituted, each use would compute it again, and a path the conditions of every level before it.
+      int uses = 0;
+      for (size_t k = n + 1; k < items.size(); ++k)
+        ir::for_each_expr(items[k], [&](const Expr& x) { uses += x.get() == l->var.get(); });
+      const bool varies = std::any_of(vars.begin(), vars.end(), [&](const Var& v) { return uses_var(lets.back().second, v.get()); });
+      if (l->var->dtype != DType(DTypeCode::boolean) || uses < 2 || !varies) continue;  // (free of the map: a scalar)
+      auto owner = std::find_if(items.begin() + static_cast<std::ptrdiff_t>(n), items.end(),
+                                [](const Stmt& x) { return x->kind == ir::StmtKind::Store; });
+      if (owner == items.end()) continue;
+      std::vector<Expr> at(vars.begin(), vars.end());
+      // and / or / not as nested selects of 1 / 0 (a select on `data and index` of two scalars segfaults in
+      // select_on: found by elif34, open)
+      const Span& sp = it->span;
+      std::function<Expr(const Expr&)> ones = [&](const Expr& c) -> Expr {
+        const Expr one = ir::float_imm(1.0, kF16, sp), zero = ir::float_imm(0.0, kF16, sp);
+        auto* b = c->kind == ir::ExprKind::Binary ? as<ir::BinaryNode>(c) : nullptr;
+        if (b && b->op == ir::BinOp::And) return ir::select(b->a, ones(b->b), zero, sp);
+        if (b && b->op == ir::BinOp::Or) return ir::select(b->a, one, ones(b->b), sp);
+        if (c->kind == ir::ExprKind::Unary && as<ir::UnaryNode>(c)->op == ir::UnOp::Not)
+          return ir::select(as<ir::UnaryNode>(c)->a, zero, one, sp);
+        return ir::select(c, one, zero, sp);
+      };
+      Buffer t = ub(as<ir::StoreNode>(*owner)->buffer, "_" + l->var->name, kF16, ext, sp, out);
+      stores.push_back(std::make_shared<ir::StoreNode>(t, at, ones(lets.back().second), sp));
+      lets.back().second = ir::binary(ir::BinOp::NE, ir::load(t, at, sp), ir::float_imm(0.0, kF16, sp), sp);
       continue;
     }
     auto* st = as<ir::StoreNode>(it);
