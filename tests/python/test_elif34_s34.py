@@ -5,7 +5,8 @@ grows by the same number of instructions with every arm (session 33: a seven-arm
 compile, its program doubling with every arm). Each chain runs on cpu and on ascend910b (simulator, checker on:
 `prof["reports"] == []`) against numpy, exact (small integers and halves, NaN in float inputs): int32 / float32 /
 float16 / bfloat16, 7 and 10 arms over a 3 x 13 map (a tail in every row); and the Program's instruction count
-(not a timing) grows linearly from 4 to 8 arms.
+(not a timing) grows linearly from 4 to 8 arms. And `T.where(x[i, j] < 1 and j < 5, 1, 0)` (a data condition,
+then one free of the data), a segmentation fault of the compiler on ascend910b before, against numpy.
 """
 import pathlib
 import sys
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 import tilewright as tw
+import tilewright.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from ascend_util import TARGET, run_checked  # noqa: E402
@@ -92,3 +94,34 @@ def test_elif_chain_program_grows_linearly(tmp_path):
     n = {a: _instructions(load_kernel(_chain_source("int32", a), tmp_path)) for a in (4, 6, 8)}
     first, second = n[6] - n[4], n[8] - n[6]
     assert first > 0 and abs(second - first) <= 0.1 * first, n
+
+
+def _data_and_other(dt, form):
+    @T.prim_func
+    def k(X: T.Tensor((R, C), dt), Y: T.Tensor((R, C), dt), m: T.int32):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((R, C), dt)
+            y = T.alloc_fragment((R, C), dt)
+            T.copy(X, x)
+            for i, j in T.Parallel(R, C):
+                if form == "index":
+                    y[i, j] = T.where(x[i, j] < 1 and j < 5, 1, 0)
+                elif form == "scalar":
+                    y[i, j] = T.where(x[i, j] < 1 and m < 2, 1, 0)
+                else:
+                    y[i, j] = T.where(x[i, j] < 1 or j < 5, 1, 0)
+            T.copy(y, Y)
+    return k
+
+
+@pytest.mark.parametrize("form", ["index", "scalar", "or"])
+@pytest.mark.parametrize("dt", ["int32", "float16"])
+def test_where_on_data_and_a_condition_free_of_it(dt, form):
+    """`T.where(x[i, j] < 1 and j < 5, 1, 0)`, the data condition first, between two scalars: a segmentation
+    fault of the compiler on ascend910b before (select_on selected the scalars on the index mask first)."""
+    x = _with_nan(_values(dt, (R, C), 95))
+    f, j = x.astype(np.float64), np.arange(C)[None, :]
+    want = {"index": (f < 1) & (j < 5), "scalar": (f < 1) & (1 < 2), "or": (f < 1) | (j < 5)}[form]
+    for target in ["cpu", TARGET]:
+        k = tw.compile(_data_and_other(dt, form), target=target, out_idx=[-2])
+        _same(k(x, 1) if target == "cpu" else run_checked(k, x, 1), want.astype(x.dtype))

@@ -1501,20 +1501,10 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
                                 [](const Stmt& x) { return x->kind == ir::StmtKind::Store; });
       if (owner == items.end()) continue;
       std::vector<Expr> at(vars.begin(), vars.end());
-      // and / or / not as nested selects of 1 / 0 (a select on `data and index` of two scalars segfaults in
-      // select_on: found by elif34, open)
       const Span& sp = it->span;
-      std::function<Expr(const Expr&)> ones = [&](const Expr& c) -> Expr {
-        const Expr one = ir::float_imm(1.0, kF16, sp), zero = ir::float_imm(0.0, kF16, sp);
-        auto* b = c->kind == ir::ExprKind::Binary ? as<ir::BinaryNode>(c) : nullptr;
-        if (b && b->op == ir::BinOp::And) return ir::select(b->a, ones(b->b), zero, sp);
-        if (b && b->op == ir::BinOp::Or) return ir::select(b->a, one, ones(b->b), sp);
-        if (c->kind == ir::ExprKind::Unary && as<ir::UnaryNode>(c)->op == ir::UnOp::Not)
-          return ir::select(as<ir::UnaryNode>(c)->a, zero, one, sp);
-        return ir::select(c, one, zero, sp);
-      };
       Buffer t = ub(as<ir::StoreNode>(*owner)->buffer, "_" + l->var->name, kF16, ext, sp, out);
-      stores.push_back(std::make_shared<ir::StoreNode>(t, at, ones(lets.back().second), sp));
+      stores.push_back(std::make_shared<ir::StoreNode>(
+          t, at, ir::select(lets.back().second, ir::float_imm(1.0, kF16, sp), ir::float_imm(0.0, kF16, sp), sp), sp));
       lets.back().second = ir::binary(ir::BinOp::NE, ir::load(t, at, sp), ir::float_imm(0.0, kF16, sp), sp);
       continue;
     }
@@ -3032,10 +3022,14 @@ int MapLowering::index_mask(int x, const Expr& cond, const Expr& fill, const Spa
 // int32_order_key, exact for every int32), selected values float32 (compute_type), float16 (float16
 // values and exact constants) or int32 (select_int32).
 int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
-  if (c->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(c)->op == ir::BinOp::And)
-    return select_on(as<ir::BinaryNode>(c)->a, select_on(as<ir::BinaryNode>(c)->b, x, y, sp), y, sp);
-  if (c->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(c)->op == ir::BinOp::Or)
-    return select_on(as<ir::BinaryNode>(c)->a, x, select_on(as<ir::BinaryNode>(c)->b, x, y, sp), sp);
+  // (the side free of tile data outermost: `x[i, j] < 3 and j < 5` between two scalars selected the scalars on
+  // the index mask first, a segmentation fault; elif34)
+  auto* bc = c->kind == ir::ExprKind::Binary ? as<ir::BinaryNode>(c) : nullptr;
+  const bool swap = bc && has_load(bc->a) && !has_load(bc->b);
+  const Expr& first = bc && swap ? bc->b : bc ? bc->a : c;
+  const Expr& second = bc && swap ? bc->a : bc ? bc->b : c;
+  if (bc && bc->op == ir::BinOp::And) return select_on(first, select_on(second, x, y, sp), y, sp);
+  if (bc && bc->op == ir::BinOp::Or) return select_on(first, x, select_on(second, x, y, sp), sp);
   if (c->kind == ir::ExprKind::Unary && as<ir::UnaryNode>(c)->op == ir::UnOp::Not)
     return select_on(as<ir::UnaryNode>(c)->a, y, x, sp);
   // an index condition: the index mask when the other value is a scalar; else (or for ==, !=)
