@@ -6,7 +6,8 @@ compile, its program doubling with every arm). Each chain runs on cpu and on asc
 `prof["reports"] == []`) against numpy, exact (small integers and halves, NaN in float inputs): int32 / float32 /
 float16 / bfloat16, 7 and 10 arms over a 3 x 13 map (a tail in every row); and the Program's instruction count
 (not a timing) grows linearly from 4 to 8 arms. And `T.where(x[i, j] < 1 and j < 5, 1, 0)` (a data condition,
-then one free of the data), a segmentation fault of the compiler on ascend910b before, against numpy.
+then one free of the data), a segmentation fault of the compiler on ascend910b before, against numpy; bfloat16
+index masks nested under a scalar, data or index `if` (session 33's open finding in its T.where form).
 """
 import pathlib
 import sys
@@ -125,3 +126,46 @@ def test_where_on_data_and_a_condition_free_of_it(dt, form):
     for target in ["cpu", TARGET]:
         k = tw.compile(_data_and_other(dt, form), target=target, out_idx=[-2])
         _same(k(x, 1) if target == "cpu" else run_checked(k, x, 1), want.astype(x.dtype))
+
+
+def _bf16_index_masks(form):
+    @T.prim_func
+    def k(W: T.Tensor((R, C), "bfloat16"), Y: T.Tensor((R, C), "bfloat16"), m: T.int32):
+        with T.Kernel(1) as bx:
+            w = T.alloc_fragment((R, C), "bfloat16")
+            T.copy(W, w)
+            for i, j in T.Parallel(R, C):
+                if form == "scalar":
+                    if m == 3:
+                        w[i, j] = 1
+                    elif j < 3:  # an index mask under a select on a scalar
+                        w[i, j] = -2
+                elif form == "data":
+                    if w[i, j] > 0:
+                        if j < 3:  # nested: an index mask under a data condition
+                            w[i, j] = -2
+                        elif j >= C - 2:
+                            w[i, j] = w[i, j] * 2
+                else:
+                    if j >= 4:
+                        if i == 1:  # index masks nested
+                            w[i, j] = 3
+                        elif w[i, j] < 0:
+                            w[i, j] = 0
+            T.copy(w, Y)
+    return k
+
+
+@pytest.mark.parametrize("form", ["scalar", "data", "index"])
+def test_bfloat16_nested_index_masks(form):
+    """Session 33's finding (a bfloat16 index mask under another select, "vector op on bfloat16" when written as
+    nested T.where by hand): written as ifs they run, as on cpu."""
+    w0 = _with_nan(_values("bfloat16", (R, C), 97))
+    f, i, j = w0.astype(np.float64), np.arange(R)[:, None], np.arange(C)[None, :]
+    for m in (3, 0):
+        want = {"scalar": np.where(m == 3, 1, np.where(j < 3, -2, f)),
+                "data": np.where(f > 0, np.where(j < 3, -2, np.where(j >= C - 2, 2 * f, f)), f),
+                "index": np.where(j >= 4, np.where(i == 1, 3, np.where(f < 0, 0, f)), f)}[form]
+        for target in ["cpu", TARGET]:
+            k = tw.compile(_bf16_index_masks(form), target=target, out_idx=[-2])
+            _same(k(w0, m) if target == "cpu" else run_checked(k, w0, m), want.astype(w0.dtype))
