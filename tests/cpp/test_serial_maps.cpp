@@ -118,10 +118,11 @@ TEST(SerialMaps, IfsInsideAMapBecomeSelects) {
 )" + hoisted + kept);
 }
 
-// elif32: an elif chain is nested selects (the inner condition chosen where the outer is false, the gather's
-// index selected by both); arms of several stores are one select per element where every value reads the
-// tiles as before the if, else the stores in order (then arm's, else arm's), each keeping the element where
-// its arm is not taken; per element, the store of the tile the condition reads goes last; in order, a
+// elif32: an elif chain is nested selects (the inner condition chosen where the outer is false); elif34: a
+// nested if needing a guard (the gather's index) binds its condition and the path to its arm (`cond_N`,
+// `path_N`: guarded once, stored where the path holds), one needing none stays a select merged into the outer's; arms of several stores are one select
+// per element where every value reads the tiles as before the if, else the stores in order (then arm's, else
+// arm's), each keeping the element where its arm is not taken; per element, the store of the tile the condition reads goes last; in order, a
 // condition reading a tile a store before the last writes is a let bound before the stores (elifcond33:
 // legalize_vector computes it into a tile before y's store); a store under a nested if without an else is
 // one select of the conjunction (an integer comparison negated as its opposite).
@@ -186,7 +187,10 @@ TEST(SerialMaps, ElifChainsAndArmsOfSeveralStores) {
 }
 )"),
             head + R"(  for i in parallel(0, 8) {
-    y[i] = where(ix[i] < 0, -1.0, where(ix[i] >= 16, -2.0, x[where(ix[i] < 0, 0, where(ix[i] >= 16, 0, ix[i]))]))
+    y[i] = where(ix[i] < 0, -1.0, y[i])
+    let cond_0: bool = ix[i] >= 16
+    let path_1: bool = ix[i] >= 0 and not cond_0
+    y[i] = where(ix[i] >= 0, where(cond_0, -2.0, x[where(path_1, ix[i], 0)]), y[i])
   }
   for i1 in parallel(0, 8) {
     z[i1] = where(y[i1] > 1.0, y[i1], 0.0)
@@ -206,9 +210,9 @@ TEST(SerialMaps, ElifChainsAndArmsOfSeveralStores) {
     z[i5] = where(i5 >= 4 and i5 >= 6, 2.0, z[i5])
   }
   for i4 in parallel(0, 8) {
-    let cond_0: bool = y[i4] > 0.0
-    y[i4] = where(cond_0, 0.0, y[i4])
-    z[i4] = where(cond_0, y[i4] + 1.0, z[i4])
+    let cond_3: bool = y[i4] > 0.0
+    y[i4] = where(cond_3, 0.0, y[i4])
+    z[i4] = where(cond_3, y[i4] + 1.0, z[i4])
   }
 }
 )");

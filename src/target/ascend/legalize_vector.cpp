@@ -1494,6 +1494,23 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
     if (it->kind == ir::StmtKind::Let) {
       auto* l = as<ir::LetNode>(it);
       lets.push_back({l->var, ir::substitute(l->value, lets)});
+      // A condition of the map's elements read more than once after it (serial_maps' bound conditions and paths
+      // of nested ifs, elif34) is computed once, where it is bound, into a float16 tile of 1 / 0 its uses compare
+      // with 0: substituted, each use would compute it again, and a path the conditions of every level before it.
+      int uses = 0;
+      for (size_t k = n + 1; k < items.size(); ++k)
+        ir::for_each_expr(items[k], [&](const Expr& x) { uses += x.get() == l->var.get(); });
+      const bool varies = std::any_of(vars.begin(), vars.end(), [&](const Var& v) { return uses_var(lets.back().second, v.get()); });
+      if (l->var->dtype != DType(DTypeCode::boolean) || uses < 2 || !varies) continue;  // (free of the map: a scalar)
+      auto owner = std::find_if(items.begin() + static_cast<std::ptrdiff_t>(n), items.end(),
+                                [](const Stmt& x) { return x->kind == ir::StmtKind::Store; });
+      if (owner == items.end()) continue;
+      std::vector<Expr> at(vars.begin(), vars.end());
+      const Span& sp = it->span;
+      Buffer t = ub(as<ir::StoreNode>(*owner)->buffer, "_" + l->var->name, kF16, ext, sp, out);
+      stores.push_back(std::make_shared<ir::StoreNode>(
+          t, at, ir::select(lets.back().second, ir::float_imm(1.0, kF16, sp), ir::float_imm(0.0, kF16, sp), sp), sp));
+      lets.back().second = ir::binary(ir::BinOp::NE, ir::load(t, at, sp), ir::float_imm(0.0, kF16, sp), sp);
       continue;
     }
     auto* st = as<ir::StoreNode>(it);
@@ -3140,10 +3157,14 @@ int MapLowering::index_mask(int x, const Expr& cond, Expr fill, const Span& sp) 
 // int32_order_key, exact for every int32), selected values float32 (compute_type), float16 (float16
 // values and exact constants) or int32 (select_int32).
 int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
-  if (c->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(c)->op == ir::BinOp::And)
-    return select_on(as<ir::BinaryNode>(c)->a, select_on(as<ir::BinaryNode>(c)->b, x, y, sp), y, sp);
-  if (c->kind == ir::ExprKind::Binary && as<ir::BinaryNode>(c)->op == ir::BinOp::Or)
-    return select_on(as<ir::BinaryNode>(c)->a, x, select_on(as<ir::BinaryNode>(c)->b, x, y, sp), sp);
+  // (the side free of tile data outermost: `x[i, j] < 3 and j < 5` between two scalars selected the scalars on
+  // the index mask first, a segmentation fault; elif34)
+  auto* bc = c->kind == ir::ExprKind::Binary ? as<ir::BinaryNode>(c) : nullptr;
+  const bool swap = bc && has_load(bc->a) && !has_load(bc->b);
+  const Expr& first = bc && swap ? bc->b : bc ? bc->a : c;
+  const Expr& second = bc && swap ? bc->a : bc ? bc->b : c;
+  if (bc && bc->op == ir::BinOp::And) return select_on(first, select_on(second, x, y, sp), y, sp);
+  if (bc && bc->op == ir::BinOp::Or) return select_on(first, x, select_on(second, x, y, sp), sp);
   if (c->kind == ir::ExprKind::Unary && as<ir::UnaryNode>(c)->op == ir::UnOp::Not)
     return select_on(as<ir::UnaryNode>(c)->a, y, x, sp);
   // an index condition: the index mask when the other value is a scalar; else (or for ==, !=)

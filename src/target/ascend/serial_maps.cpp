@@ -190,15 +190,29 @@ ir::Expr negate(const ir::Expr& e) {
   return ir::unary(ir::UnOp::Not, e, e->span);
 }
 
+// The statements a nested if's lowering emitted (lower_arm): their values are guarded along the whole path of
+// conditions already (lower_if_as' `path`), stored as they are by the ifs around it; and the bound conditions
+// and paths whose values differ between elements of the map (not a select of the same lane everywhere).
+struct Guarded {
+  std::set<ir::Stmt> stmts;
+  std::set<const ir::VarNode*> varying;
+  bool count(const ir::Stmt& x) const { return stmts.count(x) > 0; }
+  bool varies(const ir::Expr& e, const std::vector<ir::Var>& vars) const {
+    bool v = on_vars(e, vars);
+    ir::for_each_expr(e, [&](const ir::Expr& x) { v = v || varying.count(static_cast<const ir::VarNode*>(x.get())); });
+    return v;
+  }
+};
+
 bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
-              vec::Names& names);
+              vec::Names& names, const ir::Expr& path, Guarded& guarded);
 
 // The statements of an if's arm as stores and bound lets, in order, lets substituted (lower_if); false for
 // anything but stores, lets and ifs. A let used after a store of the arm wrote a tile its value reads is
 // bound where the arm binds it (elifcond33: `t = y[i] * 2.0; y[i] = 1.0; z[i] = t`), a let statement
 // `t_N` the later uses read, as a nested if's bound condition is (lower_if).
 bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets, std::vector<ir::Stmt>& out,
-               vec::Names& names) {
+               vec::Names& names, const ir::Expr& path, Guarded& guarded) {
   if (!arm) return true;
   struct Own {
     ir::Var var;
@@ -225,8 +239,8 @@ bool lower_arm(const ir::Stmt& arm, const std::vector<ir::Var>& vars, Lets lets,
     const size_t from = out.size();
     if (s->kind == ir::StmtKind::Store) {
       out.push_back(lets.subst.empty() ? s : ir::substitute(s, lets.subst));
-    } else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, lets, out, names)
-                                            : s->kind != ir::StmtKind::If || !lower_if(s, vars, lets, out, names)) {
+    } else if (s->kind == ir::StmtKind::Seq ? !lower_arm(s, vars, lets, out, names, path, guarded)
+                                            : s->kind != ir::StmtKind::If || !lower_if(s, vars, lets, out, names, path, guarded)) {
       return false;
     }
     for (auto& l : own)
@@ -281,16 +295,14 @@ bool one_select_per_element(const std::vector<ir::Stmt>& t, const std::vector<ir
 // selected too (GuardIndices). Not lowered (false): an arm holding anything but stores, lets and ifs; in
 // order, an element at a strided index stored twice.
 bool lower_if_as(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
-                 vec::Names& names, bool bind) {
+                 vec::Names& names, bool bind, const ir::Expr& path, Guarded& guarded) {
   auto* n = ir::as<ir::IfNode>(s);
   std::vector<ir::Stmt> t, e, res;
-  if (!lower_arm(n->then_body, vars, lets, t, names) || !lower_arm(n->else_body, vars, lets, e, names)) return false;
-  ir::Expr c = lets.subst.empty() ? n->cond : ir::substitute(n->cond, lets.subst);
-  const bool free = !on_vars(c, vars);
   std::vector<const ir::BufferNode*> stored;
-  for (const auto* arm : {&t, &e})
-    for (const auto& s : *arm)
-      if (store_of(s)) stored.push_back(store_of(s)->buffer.get());
+  ir::for_each_stmt(s, [&](const ir::Stmt& x) {
+    if (store_of(x)) stored.push_back(store_of(x)->buffer.get());
+  });
+  ir::Expr c = lets.subst.empty() ? n->cond : ir::substitute(n->cond, lets.subst);
   Lets scope = lets;  // the lets substituted
   std::vector<ir::Var> bound;  // lets read as tiles are: the bound ones, the arms'
   if (bind) {
@@ -311,32 +323,88 @@ bool lower_if_as(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets
         scope.subst.push_back(l);
       }
     }
-    t.clear(), e.clear();
-    if (!lower_arm(n->then_body, vars, scope, t, names) || !lower_arm(n->else_body, vars, scope, e, names)) return false;
     const ir::Var cv = ir::var(names.fresh("cond"), n->cond->dtype, n->cond->span);
     res.push_back(std::make_shared<ir::LetNode>(cv, ir::substitute(n->cond, scope.subst), n->span));
     c = cv;
   }
+  // A nested if (path: the ifs around it, the condition of the arm it is in) binds its condition, guarded along
+  // the path, and the paths of its arms (path and c, path and not c) as lets (`cond_N`, `path_N`), guards its
+  // arms' values with their path once and stores each element where the path to its arm is true, as the ifs
+  // around it keep its statements (elif34: guarding a nested if's result again at every level around it, the
+  // guards' conditions too, doubled the program with every arm of an int32 elif chain; each condition and
+  // path is one let, legalize_vector computes one used again into a tile once).
   std::vector<ir::Expr> keep;
+  ir::Expr path_t, path_e;
+  const ir::Expr c_raw = c;
+  // a let of a value of the elements (one free of the map stays an expression: a scalar, hoisted)
+  auto bind_value = [&](const char* name, const ir::Expr& value) -> ir::Expr {
+    if (!guarded.varies(value, vars)) return value;
+    const ir::Var v = ir::var(names.fresh(name), n->cond->dtype, n->cond->span);
+    res.push_back(std::make_shared<ir::LetNode>(v, value, n->span));
+    guarded.varying.insert(v.get());
+    return v;
+  };
+  if (path) {
+    const bool free_path = !guarded.varies(path, vars);
+    if (bind) {
+      auto* l = ir::as<ir::LetNode>(res.back());
+      res.back() = std::make_shared<ir::LetNode>(l->var, guard_arm(l->value, path, true, free_path, vars, keep, bound), n->span);
+    } else {
+      c = bind_value("cond", guard_arm(c, path, true, free_path, vars, keep, bound));
+    }
+    if (n->then_body) path_t = bind_value("path", ir::binary(ir::BinOp::And, path, c, n->span));
+    if (n->else_body) path_e = bind_value("path", ir::binary(ir::BinOp::And, path, negate(c), n->span));
+  }
+  for (const auto& x : res)
+    if (guarded.varies(ir::as<ir::LetNode>(x)->value, vars)) guarded.varying.insert(ir::as<ir::LetNode>(x)->var.get());
+  if (!lower_arm(n->then_body, vars, scope, t, names, path ? path_t : c, guarded) ||
+      !lower_arm(n->else_body, vars, scope, e, names, path ? path_e : negate(c), guarded))
+    return false;
   for (const auto* arm : {&t, &e})
     for (const auto& s : *arm)
       if (store_of(s)) keep.push_back(element(store_of(s)));
       else bound.push_back(ir::as<ir::LetNode>(s)->var);
+  // A nested if whose arms are one select per element needing no guard (no int32 arithmetic, no gathers:
+  // elif32's float elif chains) stays a select on its own condition, merged into the selects of the ifs around
+  // it (one store per element, no lets).
+  const bool free_arms = path && !guarded.varies(c, vars) && !guarded.varies(path, vars);
+  bool plain = path && !bind && one_select_per_element(t, e) &&
+               ir::structural_equal(guard_arm(c_raw, path, true, !guarded.varies(path, vars), vars, keep, bound), c_raw);
+  for (const auto* arm : {&t, &e})
+    for (size_t k = 0; plain && k < arm->size(); ++k) {
+      const ir::Expr& v = store_of((*arm)[k])->value;
+      plain = ir::structural_equal(guard_arm(v, arm == &t ? path_t : path_e, true, free_arms, vars, keep, bound), v);
+    }
+  if (plain) res.clear(), c = c_raw;
+  const ir::Expr P = plain ? nullptr : path;  // the path this if's stores are guarded and stored under
+  const bool free = !guarded.varies(c, vars) && !(P && guarded.varies(P, vars));
   const size_t at_if = res.size();  // the bound lets before the stores
-  auto value = [&](const ir::StoreNode* s, bool then) {
-    return ir::cast(guard_arm(s->value, c, then, free, vars, keep, bound), s->buffer->dtype, s->span);
+  auto guard = [&](const ir::Expr& v, bool then) {
+    return P ? guard_arm(v, then ? path_t : path_e, true, free, vars, keep, bound) : guard_arm(v, c, then, free, vars, keep, bound);
   };
-  // an arm's bound let, its value guarded as the stores' are
+  auto value = [&](const ir::Stmt& x, bool then) {
+    auto* s = store_of(x);
+    return ir::cast(guard(s->value, then), s->buffer->dtype, s->span);
+  };
+  // an arm's let, its value guarded as the stores' are; a nested if's statements as they are
   auto let = [&](const ir::Stmt& x, bool then) {
     auto* l = ir::as<ir::LetNode>(x);
-    res.push_back(std::make_shared<ir::LetNode>(l->var, guard_arm(l->value, c, then, free, vars, keep, bound), l->span));
+    res.push_back(guarded.count(x) ? x : std::make_shared<ir::LetNode>(l->var, guard(l->value, then), l->span));
   };
   // t[idx] = where(c, where(c2, a, t[idx]), t[idx]) (an arm's store under a nested if) is where(c and c2, a,
   // t[idx]); c not taken, c2 not taken alike (not c, not c2): one select, and index masks one mask
-  // (bfloat16's masks have no nested form)
+  // (bfloat16's masks have no nested form); under a path, where(path, where(c, a, b), t[idx]), the path to
+  // the arm where one arm stores the element
   auto emit = [&](const ir::StoreNode* s, ir::Expr a, ir::Expr b) {
     const ir::Expr at = element(s);
     const bool then = ir::structural_equal(b, at);
+    if (P) {
+      const bool both = !then && !ir::structural_equal(a, at);
+      const ir::Expr v = both ? ir::select(P, ir::select(c, a, b, s->span), at, s->span)
+                              : ir::select(then ? path_t : path_e, then ? a : b, at, s->span);
+      res.push_back(std::make_shared<ir::StoreNode>(s->buffer, s->indices, v, s->span));
+      return;
+    }
     const ir::Expr& x = then ? a : b;
     auto* in = x->kind == ir::ExprKind::Select ? static_cast<const ir::SelectNode*>(x.get()) : nullptr;
     ir::Expr cond = c;
@@ -349,6 +417,12 @@ bool lower_if_as(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets
     }
     res.push_back(std::make_shared<ir::StoreNode>(s->buffer, s->indices, ir::select(cond, a, b, s->span), s->span));
   };
+  // a nested if's store as it is (its path holds this if's arm)
+  auto store = [&](const ir::Stmt& x, bool then) {
+    if (guarded.count(x)) return res.push_back(x);
+    auto* s = store_of(x);
+    then ? emit(s, value(x, true), element(s)) : emit(s, element(s), value(x, false));
+  };
   const bool one = one_select_per_element(t, e);
   if (one) {
     auto same = [](const ir::Stmt& x) {
@@ -356,13 +430,13 @@ bool lower_if_as(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets
     };
     for (const auto& x : t) {
       auto y = std::find_if(e.begin(), e.end(), same(x));
-      emit(store_of(x), value(store_of(x), true), y == e.end() ? element(store_of(x)) : value(store_of(*y), false));
+      emit(store_of(x), value(x, true), y == e.end() ? element(store_of(x)) : value(*y, false));
     }
     for (const auto& y : e)
-      if (std::none_of(t.begin(), t.end(), same(y))) emit(store_of(y), element(store_of(y)), value(store_of(y), false));
+      if (std::none_of(t.begin(), t.end(), same(y))) emit(store_of(y), element(store_of(y)), value(y, false));
   } else {
-    for (const auto& x : t) store_of(x) ? emit(store_of(x), value(store_of(x), true), element(store_of(x))) : let(x, true);
-    for (const auto& y : e) store_of(y) ? emit(store_of(y), element(store_of(y)), value(store_of(y), false)) : let(y, false);
+    for (const auto& x : t) store_of(x) ? store(x, true) : let(x, true);
+    for (const auto& y : e) store_of(y) ? store(y, false) : let(y, false);
     // an element stored twice at a strided index is not a vector store (select_instructions)
     for (size_t k = at_if; k < res.size(); ++k)
       for (size_t l = at_if; l < k; ++l)
@@ -380,6 +454,13 @@ bool lower_if_as(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets
   if (one) std::stable_partition(res.begin() + static_cast<std::ptrdiff_t>(at_if), res.end(), [&](const ir::Stmt& x) { return !read_again(x); });
   for (size_t k = 0; k + 1 < res.size(); ++k)
     if (read_again(res[k])) return false;
+  // a path nothing reads (an arm of stores needing no guard) dropped
+  for (const ir::Expr& p : {path_t, path_e}) {
+    auto at = std::find_if(res.begin(), res.end(), [&](const ir::Stmt& x) { return !store_of(x) && p && ir::as<ir::LetNode>(x)->var.get() == p.get(); });
+    if (at != res.end() && std::none_of(at + 1, res.end(), [&](const ir::Stmt& x) { return uses_var(x, static_cast<const ir::VarNode*>(p.get())); }))
+      res.erase(at);
+  }
+  if (P) guarded.stmts.insert(res.begin(), res.end());
   // none: an if without stores does nothing
   if (std::any_of(res.begin(), res.end(), [](const ir::Stmt& x) { return store_of(x) != nullptr; }))
     out.insert(out.end(), res.begin(), res.end());
@@ -388,8 +469,8 @@ bool lower_if_as(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets
 
 // lower_if_as, binding the condition where it must be (bind)
 bool lower_if(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets& lets, std::vector<ir::Stmt>& out,
-              vec::Names& names) {
-  return lower_if_as(s, vars, lets, out, names, false) || lower_if_as(s, vars, lets, out, names, true);
+              vec::Names& names, const ir::Expr& path, Guarded& guarded) {
+  return lower_if_as(s, vars, lets, out, names, false, path, guarded) || lower_if_as(s, vars, lets, out, names, true, path, guarded);
 }
 
 // An if, the whole body of a map, whose condition is free of the map and of the tiles the if stores: it goes
@@ -423,7 +504,8 @@ bool ifs_as_selects(std::vector<ir::Stmt>& items, const std::vector<ir::Var>& va
   Lets lets;
   for (const auto& it : items) {
     if (it->kind == ir::StmtKind::Let) lets.add(ir::as<ir::LetNode>(it)), lets.stated.insert(ir::as<ir::LetNode>(it)->var.get());
-    const bool lowered = it->kind == ir::StmtKind::If && lower_if(it, vars, lets, out, names);
+    Guarded guarded;
+    const bool lowered = it->kind == ir::StmtKind::If && lower_if(it, vars, lets, out, names, nullptr, guarded);
     if (!lowered) out.push_back(it);
     changed = changed || lowered;
   }
