@@ -1,0 +1,68 @@
+"""Session 34 (h-avx2rows34): a fused map + row reduction whose map is a chunk function (exp, exp2) is
+mapped and reduced in sub-chunks of four vectors (codegen.cpp, emit_chunk_map_reduce), so that on AVX2
+a chunk's argument and result do not go through the stack. The same vectors go into the same
+accumulators in the same order as when the whole chunk is mapped first: the same bits. Checked in a
+child process compiled for x86-64-v3 (8 lanes: two sub-chunks per 64-float chunk) against the same
+kernels with the map written `exp(...) + 0.0` (no chunk function: the whole chunk mapped, then
+reduced; exp() has the chunk form's bits, tw_cpu/math.h), bit for bit: softmax, 100 columns (a full
+chunk and a 36-float one: a sub-chunk and 4 scalars), its exp + row sum in the row pipeline (two full
+blocks of 8 rows) and in its tail block (3 rows, the statements as written: a map + row sum outside a
+pipeline). Correctness only: no timing."""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from test_cpu_exp_chunk import softmax, softmax_plain  # (examples/ on sys.path)
+from tw_test_util import suite_cache_dir
+
+N = 100
+M = 19  # two full blocks of 8 rows (the row pipeline) and a tail block of 3 (the statements as written)
+KERNELS = {"softmax": softmax.softmax, "softmax_plain": softmax_plain}
+
+
+def inputs():
+    return (np.random.default_rng(34).standard_normal((M, N)) * 3).astype(np.float32)
+
+
+def child_main(path):
+    x = inputs()
+    ks = {name: fn(N) for name, fn in KERNELS.items()}
+    np.savez(path, **{name: k(x) for name, k in ks.items()},
+             **{name + "_src": np.array(k.get_kernel_source()) for name, k in ks.items()})
+
+
+@pytest.fixture(scope="module")
+def avx2(tmp_path_factory):
+    flags = open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else []
+    if not {"avx2", "fma"} <= set(flags):
+        pytest.skip("this host cannot run x86-64-v3 code")
+    tmp = tmp_path_factory.mktemp("avx2rows34")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update(TW_CPU_ARCH="x86-64-v3", TW_CACHE_DIR=suite_cache_dir(tmp))
+    path = str(tmp / "out.npz")
+    p = subprocess.run([sys.executable, "-c", f"import test_avx2rows34_s34 as m; m.child_main({path!r})"], env=env,
+                       capture_output=True, text=True, timeout=600, cwd=os.path.dirname(os.path.abspath(__file__)))
+    assert p.returncode == 0, p.stderr[-3000:]
+    with np.load(path) as f:
+        return {name: (f[name], str(f[name + "_src"])) for name in KERNELS}
+
+
+def test_sub_chunks_sum_as_whole_chunks_on_avx2(avx2):
+    for name, (_, src) in avx2.items():
+        subs = src.count("for (int64_t tw_u = 0; tw_u < tw_jn; tw_u += 4 * tw_cpu::simd::kVF)")
+        calls = len(re.findall(r"tw_cpu::exp(?:_nonpos)?_chunk\(tw_cu, tw_a, tw_jn\);", src))
+        # softmax: the pipeline's exp pass and the tail block's map + sum, each by sub-chunks
+        assert (subs, calls) == ((0, 0) if name.endswith("_plain") else (2, 2)), (name, subs, calls)
+    a, b = avx2["softmax"][0], avx2["softmax_plain"][0]
+    assert np.isfinite(a).all()
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    # the data tell summation orders apart: float32 row sums of their exp values in sequential and in
+    # pairwise order differ in some rows
+    x = inputs().astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True)).astype(np.float32)
+    seq = np.array([np.cumsum(r, dtype=np.float32)[-1] for r in e])
+    assert not np.array_equal(seq, e.sum(axis=1, dtype=np.float32))
