@@ -7,7 +7,10 @@ kernels with the map written `exp(...) + 0.0` (no chunk function: the whole chun
 reduced; exp() has the chunk form's bits, tw_cpu/math.h), bit for bit: softmax, 100 columns (a full
 chunk and a 36-float one: a sub-chunk and 4 scalars), its exp + row sum in the row pipeline (two full
 blocks of 8 rows) and in its tail block (3 rows, the statements as written: a map + row sum outside a
-pipeline). Correctness only: no timing."""
+pipeline). And the norms' copy-out in row pairs, with AVX2 too since session 34 (tw_cpu/simd.h
+kPairRows): layer_norm and rms_norm at x86-64-v3 with block_M 3 (a pair and a lone row per block)
+bit for bit against block_M 2 (pairs only) in the rows of full blocks, and against float64.
+Correctness only: no timing."""
 import os
 import re
 import subprocess
@@ -17,6 +20,7 @@ import numpy as np
 import pytest
 
 from test_cpu_exp_chunk import softmax, softmax_plain  # (examples/ on sys.path)
+from test_cpu_rows import KERNELS as ROWS, _check, _inputs
 from tw_test_util import suite_cache_dir
 
 N = 100
@@ -28,11 +32,21 @@ def inputs():
     return (np.random.default_rng(34).standard_normal((M, N)) * 3).astype(np.float32)
 
 
+NORM_M, NORM_N = 13, 301  # 301 columns: full chunks, an unaligned tail; 13 rows: partial last blocks
+
+
 def child_main(path):
     x = inputs()
     ks = {name: fn(N) for name, fn in KERNELS.items()}
-    np.savez(path, **{name: k(x) for name, k in ks.items()},
-             **{name + "_src": np.array(k.get_kernel_source()) for name, k in ks.items()})
+    out = {name: k(x) for name, k in ks.items()}
+    out.update({name + "_src": np.array(k.get_kernel_source()) for name, k in ks.items()})
+    for name in ("rms_norm", "layer_norm"):
+        xn, ws = _inputs(name, NORM_M, NORM_N, "float32", seed=34)
+        for bm in (2, 3):
+            k = ROWS[name][0](NORM_N, block_M=bm)
+            out[f"{name}_{bm}"] = k(xn, *ws)
+            out[f"{name}_{bm}_src"] = np.array(k.get_kernel_source())
+    np.savez(path, **out)
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +62,13 @@ def avx2(tmp_path_factory):
                        capture_output=True, text=True, timeout=600, cwd=os.path.dirname(os.path.abspath(__file__)))
     assert p.returncode == 0, p.stderr[-3000:]
     with np.load(path) as f:
-        return {name: (f[name], str(f[name + "_src"])) for name in KERNELS}
+        names = list(KERNELS) + [f"{n}_{bm}" for n in ("rms_norm", "layer_norm") for bm in (2, 3)]
+        return {name: (f[name], str(f[name + "_src"])) for name in names}
 
 
 def test_sub_chunks_sum_as_whole_chunks_on_avx2(avx2):
-    for name, (_, src) in avx2.items():
+    for name in KERNELS:
+        src = avx2[name][1]
         subs = src.count("for (int64_t tw_u = 0; tw_u < tw_jn; tw_u += 4 * tw_cpu::simd::kVF)")
         calls = len(re.findall(r"tw_cpu::exp(?:_nonpos)?_chunk\(tw_cu, tw_a, tw_jn\);", src))
         # softmax: the pipeline's exp pass and the tail block's map + sum, each by sub-chunks
@@ -66,3 +82,15 @@ def test_sub_chunks_sum_as_whole_chunks_on_avx2(avx2):
     e = np.exp(x - x.max(axis=1, keepdims=True)).astype(np.float32)
     seq = np.array([np.cumsum(r, dtype=np.float32)[-1] for r in e])
     assert not np.array_equal(seq, e.sum(axis=1, dtype=np.float32))
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "layer_norm"])
+def test_norm_row_pairs_on_avx2(name, avx2):
+    x, ws = _inputs(name, NORM_M, NORM_N, "float32", seed=34)
+    for bm in (2, 3):
+        y, src = avx2[f"{name}_{bm}"]
+        assert "if constexpr (tw_cpu::simd::kPairRows)" in src and "tw_out1" in src, bm  # the pair form
+        _check(name, y, x, ws, "float32")
+    n = NORM_M // 3 * 3  # the rows of full blocks on both sides (a partial block runs the statements)
+    a, b = avx2[f"{name}_3"][0][:n], avx2[f"{name}_2"][0][:n]
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))

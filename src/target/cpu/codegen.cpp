@@ -1694,8 +1694,9 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   // each time (the rows streamed between two steps evict it; each 16 KiB operand stream cost
   // layer_norm ~10% of its time from memory on a Zen 4 core; docs/performance.md, session 25). The
   // same values in the same order per row: the same bits. Not with per-row parts (their variables
-  // are per row). Only with AVX-512 (if constexpr tw_cpu::simd::kPairRows; the AVX2 build ran 12%
-  // slower paired, and as slow with the pair's code reduced to one row): elsewhere one row per step.
+  // are per row). With AVX-512 and AVX2 (if constexpr tw_cpu::simd::kPairRows: session 25's AVX2
+  // build ran 12% slower paired, session 34's 15-17% faster, layer_norm from memory): elsewhere one
+  // row per step.
   bool pair = false;
   open("for (int64_t tw_s = 0; tw_s < " + std::to_string(E0 + K - 1) + "; ++tw_s)");
   for (int q = 0; q < K; ++q) {
