@@ -11,17 +11,14 @@ pipeline). And the norms' copy-out in row pairs, with AVX2 too since session 34 
 kPairRows): layer_norm and rms_norm at x86-64-v3 with block_M 3 (a pair and a lone row per block)
 bit for bit against block_M 2 (pairs only) in the rows of full blocks, and against float64.
 Correctness only: no timing."""
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from test_cpu_exp_chunk import softmax, softmax_plain  # (examples/ on sys.path)
 from test_cpu_rows import KERNELS as ROWS, _check, _inputs
-from tw_test_util import suite_cache_dir
+from tw_test_util import avx2_child_npz
 
 N = 100
 M = 19  # two full blocks of 8 rows (the row pipeline) and a tail block of 3 (the statements as written)
@@ -51,16 +48,7 @@ def child_main(path):
 
 @pytest.fixture(scope="module")
 def avx2(tmp_path_factory):
-    flags = open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else []
-    if not {"avx2", "fma"} <= set(flags):
-        pytest.skip("this host cannot run x86-64-v3 code")
-    tmp = tmp_path_factory.mktemp("avx2rows34")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
-    env.update(TW_CPU_ARCH="x86-64-v3", TW_CACHE_DIR=suite_cache_dir(tmp))
-    path = str(tmp / "out.npz")
-    p = subprocess.run([sys.executable, "-c", f"import test_avx2rows34_s34 as m; m.child_main({path!r})"], env=env,
-                       capture_output=True, text=True, timeout=600, cwd=os.path.dirname(os.path.abspath(__file__)))
-    assert p.returncode == 0, p.stderr[-3000:]
+    path = avx2_child_npz(tmp_path_factory.mktemp("avx2rows34"), "test_avx2rows34_s34")
     with np.load(path) as f:
         names = list(KERNELS) + [f"{n}_{bm}" for n in ("rms_norm", "layer_norm") for bm in (2, 3)]
         return {name: (f[name], str(f[name + "_src"])) for name in names}
