@@ -7,15 +7,12 @@ with masked (-Inf) entries, an all -Inf row, NaN, +Inf and rows whose exp result
 zero; a row map y = exp(x - 1) and y = exp2(x - 1) over every float class (the C++ tests Math.* check the
 functions bit for bit on each instruction set) against float64 and bit for bit between the two
 instruction sets. Correctness only: no timing."""
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from test_cpu_exp_chunk import exp_map, op_zoo, softmax  # (examples/ and bench/ on sys.path)
-from tw_test_util import suite_cache_dir
+from tw_test_util import avx2_child_npz
 
 N = 67
 M = 19  # two full blocks of 8 rows (the row pipeline) and a tail block of 3 (the statements as written)
@@ -118,16 +115,7 @@ def native():
 
 @pytest.fixture(scope="module")
 def avx2(tmp_path_factory):
-    flags = open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else []
-    if not {"avx2", "fma"} <= set(flags):
-        pytest.skip("this host cannot run x86-64-v3 code")
-    tmp = tmp_path_factory.mktemp("avx2exp33")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
-    env.update(TW_CPU_ARCH="x86-64-v3", TW_CACHE_DIR=suite_cache_dir(tmp))
-    path = str(tmp / "out.npz")
-    p = subprocess.run([sys.executable, "-c", f"import test_avx2exp33_s33 as m; m.child_main({path!r})"], env=env,
-                       capture_output=True, text=True, timeout=600, cwd=os.path.dirname(os.path.abspath(__file__)))
-    assert p.returncode == 0, p.stderr[-3000:]
+    path = avx2_child_npz(tmp_path_factory.mktemp("avx2exp33"), "test_avx2exp33_s33")
     with np.load(path) as f:
         return {kind: (f[kind], str(f[kind + "_src"])) for kind in KINDS}
 

@@ -111,6 +111,25 @@ def suite_cache_dir(tmp_path):
     return os.path.dirname(kernels) if kernels else str(tmp_path / "cache")
 
 
+def avx2_child_npz(tmp_path, module):
+    """Runs `module.child_main(path)` (a test module in this directory) in a child process whose cpu
+    target is x86-64-v3 (AVX2 + FMA), sharing this process's disk cache, and returns the path of
+    the .npz it wrote; skips the test where this host cannot run x86-64-v3 code."""
+    import subprocess
+
+    import pytest
+    flags = open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else []
+    if not {"avx2", "fma"} <= set(flags):
+        pytest.skip("this host cannot run x86-64-v3 code")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update(TW_CPU_ARCH="x86-64-v3", TW_CACHE_DIR=suite_cache_dir(tmp_path))
+    path = str(tmp_path / "out.npz")
+    p = subprocess.run([sys.executable, "-c", f"import {module} as m; m.child_main({path!r})"], env=env,
+                       capture_output=True, text=True, timeout=600, cwd=os.path.dirname(os.path.abspath(__file__)))
+    assert p.returncode == 0, p.stderr[-3000:]
+    return path
+
+
 def checked_cpu_results(cases, out_path):
     """The cpu side of a checked-mode differential test, run in a child with TW_BOUNDS_CHECK=1 (checked mode is
     read once per process): `cases` maps a name to (kernel factory (target -> kernel), inputs, float64 reference

@@ -200,6 +200,11 @@ std::string vec_combine(ReduceKind kind, const std::string& a, const std::string
   std::string m = b + (kind == ReduceKind::max ? " > " : " < ") + a + " ? " + b + " : " + a;
   return nan ? b + " != " + b + " ? " + b + " : (" + m + ")" : m;
 }
+// The scalar combine of a float32 reduction's tail element b into a (tw_max / tw_min: NaN propagates).
+std::string scalar_combine(ReduceKind kind, const std::string& a, const std::string& b) {
+  if (kind == ReduceKind::sum) return a + " + " + b;
+  return std::string(kind == ReduceKind::max ? "tw_max(" : "tw_min(") + a + ", " + b + ")";
+}
 bool nan_checked(const ReduceNode& r) {
   return std::none_of(r.annotations.begin(), r.annotations.end(),
                       [](const ir::Annotation& a) { return a.name == "nan_unobserved"; });
@@ -327,6 +332,10 @@ class CodeGen {
   // without the upper clamp where math_fns.h names one)
   void emit_chunk_map(const std::string& dst, const ForNode& inner, DType dst_dtype, const Expr& value,
                       bool nonpos = false);
+  // one chunk of a fused map + row reduction (emit_map_reduce, emit_row_pipeline): the map's values
+  // into tw_c[0, tw_jn), reduced into acc0..acc3 as emit_vec_reduce and the scalar tail into tail
+  void emit_chunk_map_reduce(const ForNode& inner, DType dt, const Expr& value, bool nonpos, ReduceKind kind,
+                             bool nan, const std::string& acc, const std::string& tail);
 
   // --- checked mode (TW_BOUNDS_CHECK=1): each tile has a written flag per element (`<tile>_w`,
   // same layout), clear at its allocation. After each statement emit_written sets the flags of
@@ -1480,10 +1489,7 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   std::string neutral = rd.reduce_kind == ReduceKind::sum   ? sum_identity(DType(DTypeCode::f32))
                         : rd.reduce_kind == ReduceKind::max ? float_lit(-INFINITY, DType(DTypeCode::f32))
                                                             : float_lit(INFINITY, DType(DTypeCode::f32));
-  auto combine = [&](const std::string& a, const std::string& b) {
-    if (rd.reduce_kind == ReduceKind::sum) return a + " + " + b;
-    return std::string(rd.reduce_kind == ReduceKind::max ? "tw_max(" : "tw_min(") + a + ", " + b + ")";
-  };
+  auto combine = [&](const std::string& a, const std::string& b) { return scalar_combine(rd.reduce_kind, a, b); };
   line(line_comment(rd.span) + "map into " + t->name + " fused with reduce_" + kname + " " + t->name + " -> " +
        rd.dst->name + (keep ? "" : " (" + t->name + " itself is not written: nothing reads it later)"));
   open("");
@@ -1506,10 +1512,7 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   emit_prefetch_next(t, vi);
   std::string chunk = keep ? tn + " + " + vi + " * " + E1s + " + tw_j0" : "tw_buf";
   line("float* const tw_c = " + chunk + ";");
-  emit_chunk_map("tw_c", inner, t->dtype, value);
-  line("int64_t tw_q = 0;");
-  emit_vec_reduce(rd.reduce_kind, nan_checked(rd), "tw_c", "tw_jn", "tw_q");
-  line("for (; tw_q < tw_jn; ++tw_q) tw_acc = " + combine("tw_acc", "tw_c[tw_q]") + ";");
+  emit_chunk_map_reduce(inner, t->dtype, value, false, rd.reduce_kind, nan_checked(rd), "tw_v", "tw_acc");
   if (blocked) {
     open("if ((tw_j0 + " + C + ") % " + std::to_string(kSumBlock) + " == 0)");
     emit_sum_block_flush("tw_v", "tw_d");
@@ -1691,13 +1694,10 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   // each time (the rows streamed between two steps evict it; each 16 KiB operand stream cost
   // layer_norm ~10% of its time from memory on a Zen 4 core; docs/performance.md, session 25). The
   // same values in the same order per row: the same bits. Not with per-row parts (their variables
-  // are per row). Only with AVX-512 (if constexpr tw_cpu::simd::kPairRows; the AVX2 build ran 12%
-  // slower paired, and as slow with the pair's code reduced to one row): elsewhere one row per step.
+  // are per row). With AVX-512 and AVX2 (if constexpr tw_cpu::simd::kPairRows: session 25's AVX2
+  // build ran 12% slower paired, session 34's 15-17% faster, layer_norm from memory): elsewhere one
+  // row per step.
   bool pair = false;
-  auto combine = [](ReduceKind kind, const std::string& a, const std::string& b) {
-    if (kind == ReduceKind::sum) return a + " + " + b;
-    return std::string(kind == ReduceKind::max ? "tw_max(" : "tw_min(") + a + ", " + b + ")";
-  };
   open("for (int64_t tw_s = 0; tw_s < " + std::to_string(E0 + K - 1) + "; ++tw_s)");
   for (int q = 0; q < K; ++q) {
     const Stage& g = stages[q];
@@ -1887,12 +1887,15 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
         line("alignas(64) float tw_buf[" + C + "];");
         line("float* const tw_c = tw_buf;");
       }
-      emit_chunk_map("tw_c", *g.inner, t->dtype, g.value, g.nonpos);
+      emit_chunk_map_reduce(*g.inner, t->dtype, g.value, g.nonpos, g.rd->reduce_kind, nan_checked(*g.rd), pre[q] + "v",
+                            pre[q] + "acc");
       live_views_.erase(t.get());  // the map overwrote the tile: later passes read the tile
     }
-    line("int64_t tw_q = 0;");
-    emit_vec_reduce(g.rd->reduce_kind, nan_checked(*g.rd), "tw_c", "tw_jn", "tw_q", pre[q] + "v");
-    line("for (; tw_q < tw_jn; ++tw_q) " + pre[q] + "acc = " + combine(g.rd->reduce_kind, pre[q] + "acc", tail_elem) + ";");
+    if (g.kind == kReduce) {
+      line("int64_t tw_q = 0;");
+      emit_vec_reduce(g.rd->reduce_kind, nan_checked(*g.rd), "tw_c", "tw_jn", "tw_q", pre[q] + "v");
+      line("for (; tw_q < tw_jn; ++tw_q) " + pre[q] + "acc = " + scalar_combine(g.rd->reduce_kind, pre[q] + "acc", tail_elem) + ";");
+    }
     if (g.rd->reduce_kind == ReduceKind::sum && E1 > kSumBlock) {
       open("if ((tw_j0 + " + C + ") % " + std::to_string(kSumBlock) + " == 0)");
       emit_sum_block_flush(pre[q] + "v", pre[q] + "d");
@@ -1922,9 +1925,9 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     emit_vec_fold(g.rd->reduce_kind, pre[q] + "v");
     line("float tw_r = " + vec_fold_lanes(g.rd->reduce_kind, pre[q] + "v0") + ";");
     if (g.rd->reduce_kind == ReduceKind::sum && E1 > kSumBlock) line("tw_r = (float)(" + pre[q] + "d + (double)tw_r);");
-    line("tw_r = " + combine(g.rd->reduce_kind, "tw_r", pre[q] + "acc") + ";");
+    line("tw_r = " + scalar_combine(g.rd->reduce_kind, "tw_r", pre[q] + "acc") + ";");
     std::string at = buf_name(g.rd->dst) + "[" + rows[q] + "]";
-    line(at + " = " + (g.rd->clear ? "tw_r" : combine(g.rd->reduce_kind, at, "tw_r")) + ";");
+    line(at + " = " + (g.rd->clear ? "tw_r" : scalar_combine(g.rd->reduce_kind, at, "tw_r")) + ";");
     for (const ForNode* m : g.row_maps) {  // the per-row maps after this pass, on the row it finished
       line(line_comment(m->span) + "per-row map on the row pass " + std::to_string(q) + " finished");
       open("");
@@ -1988,6 +1991,31 @@ void CodeGen::emit_chunk_map(const std::string& dst, const ForNode& inner, DType
     line(std::string(chunk_fn) + "(" + dst + ", tw_a, tw_jn);");
     close();
   }
+}
+
+// With a chunk function (exp, exp2: an arithmetic-bound map) the chunk goes in sub-chunks of four
+// vectors, each mapped and reduced before the next: the same vectors into the same accumulators in
+// the same order (every sub-chunk but the last is one step of emit_vec_reduce's four-vector loop),
+// so the same bits. With AVX-512 that is the whole 64-float chunk; with AVX2 (8 lanes, 16 ymm
+// registers) a chunk's argument and result were 16 vectors computed before their sum, which g++
+// kept on the stack: softmax 8192 x 4096 4-9% and log_softmax 0-4% less time on a Zen 4 core at
+// -march=x86-64-v3 (docs/performance.md "Session 34: ... (h-avx2rows34)").
+void CodeGen::emit_chunk_map_reduce(const ForNode& inner, DType dt, const Expr& value, bool nonpos, ReduceKind kind,
+                                    bool nan, const std::string& acc, const std::string& tail) {
+  const bool sub = chunk_call(value, dt) != nullptr;
+  if (sub) {
+    open("for (int64_t tw_u = 0; tw_u < tw_jn; tw_u += 4 * tw_cpu::simd::kVF)");
+    line("const int64_t tw_ju = tw_j0 + tw_u, tw_un = tw_min((int64_t)(4 * tw_cpu::simd::kVF), tw_jn - tw_u);");
+    line("float* const tw_cu = tw_c + tw_u;");
+    open("");
+    line("const int64_t tw_j0 = tw_ju, tw_jn = tw_un;  // the sub-chunk");
+  }
+  const std::string c = sub ? "tw_cu" : "tw_c";
+  emit_chunk_map(c, inner, dt, value, nonpos);
+  line("int64_t tw_q = 0;");
+  emit_vec_reduce(kind, nan, c, "tw_jn", "tw_q", acc);
+  line("for (; tw_q < tw_jn; ++tw_q) " + tail + " = " + scalar_combine(kind, tail, c + "[tw_q]") + ";");
+  if (sub) close(), close();
 }
 
 void CodeGen::emit_vec_reduce(ReduceKind kind, bool nan, const std::string& ptr, const std::string& n, const std::string& q,

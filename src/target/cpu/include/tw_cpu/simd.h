@@ -28,9 +28,11 @@ inline constexpr int kVecBytes = 16;
 inline constexpr int kVF = kVecBytes / 4;  // f32 / i32 lanes per vector
 // Whether a row pipeline's copy-out whose map reads a per-column operand (the norms' W, B) takes
 // its rows in pairs (codegen.cpp, emit_row_pipeline, `if constexpr`): with AVX-512 layer_norm
-// 8192x4096 took 13-16% less time from memory on a Zen 4 core, built for AVX2 12% more (so there
-// the one-row-per-step code stays).
-inline constexpr bool kPairRows = kVF >= 16;
+// 8192x4096 took 13-16% less time from memory on a Zen 4 core (session 25, when the AVX2 build
+// took 12% more); with AVX2 since the row pipeline's later changes layer_norm 15-17% and rms_norm
+// 7-9% less (docs/performance.md "Session 34: ... (h-avx2rows34)"). SSE / portable: not measured,
+// one row per step.
+inline constexpr bool kPairRows = kVF >= 8;
 
 typedef float vf __attribute__((vector_size(kVecBytes)));
 typedef int32_t vi __attribute__((vector_size(kVecBytes)));
