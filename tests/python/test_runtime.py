@@ -88,7 +88,7 @@ def test_unknown_stage_lists_stages(ex_gemm):
     k = ex_gemm.matmul(64, 48, 32, dtype="float32")
     with pytest.raises(tw.TilewrightError) as ei:
         k.get_ir("lowered")
-    assert ei.value.message == "no IR stage 'lowered' for kernel 'main'"
+    assert ei.value.message.startswith("no IR stage 'lowered' for kernel 'main'")  # + where it is defined (api34)
     assert ("input, infer_grid, simplify, pick_element, split_window_copies, coarsen_grid, inline_map_lets, hoist_map_invariants, alias_tile_copies, "
             "mark_nan_unobserved, fuse_map_copy_out, fuse_map_reduce, pipeline_rows, view_gemm_operands, view_rows, "
             "prefetch_gathers, final") in ei.value.hint
