@@ -613,6 +613,15 @@ struct Gather {
 
 // Scalar unit -------------------------------------------------------------------------------
 
+// One index of a multi-dimensional element access (ScalarLoad / ScalarStore `dims`): the simulator
+// reports an index outside [0, extent) of its dimension (hunt34 F1 / F2: an index past its row that
+// stays inside the buffer addresses another row's element, which the flat bounds, the tensor's bytes
+// and tile_end, do not see). Checked by the simulator only: nothing of it is printed.
+struct DimIndex {
+  ir::Expr index, extent;
+  int dim = 0;  // the dimension, counted from 0
+};
+
 // S. `T var = src.GetValue(offset / sizeof(T))` (AscendC GlobalTensor::GetValue, __inout_pipe__(S)):
 // the core's scalar unit reads one element of a GM tensor through its DataCache (64 B lines) and
 // binds it to `var`, visible in the rest of the enclosing Seq (like a Let). It runs in program order
@@ -634,6 +643,7 @@ struct ScalarLoad {
   // UB: the end (bytes from the buffer's start) of the tile's last element; the simulator reports an
   // element past it (inside the allocation's 32 B padding) as out of bounds. 0: the buffer's size.
   int64_t tile_end = 0;
+  std::vector<DimIndex> dims;  // the tensor's or tile's indices, each against its dimension (2-D and more)
 };
 // S. `dst.SetValue(offset / sizeof(T), (T)value)` (AscendC LocalTensor::SetValue, __inout_pipe__(S),
 // index in elements; CANN 9.0 API doc atlasascendc_api_07_00102): the scalar unit writes one
@@ -645,7 +655,8 @@ struct ScalarStore {
   LocalRef dst;
   ir::Expr value;
   ir::DType dtype;
-  int64_t tile_end = 0;  // as ScalarLoad's
+  int64_t tile_end = 0;         // as ScalarLoad's
+  std::vector<DimIndex> dims;  // as ScalarLoad's
 };
 
 // S. The core's atomic mode for copies into GM (AscendC kernel_operator_set_atomic_intf.h):

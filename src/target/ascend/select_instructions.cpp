@@ -830,6 +830,19 @@ class Lowerer {
     for (size_t d = 0; d + 1 < t.shape.size(); ++d) rows *= t.shape[d];
     return t.shape.empty() ? 0 : ((rows - 1) * t.pcols + t.shape.back()) * t.dtype.bytes();
   }
+  // The indices of a scalar-unit element access of a buffer of 2 or more dims, each against its
+  // dimension (program.h DimIndex: the simulator reports one outside it); a constant index inside a
+  // constant dimension needs no check.
+  static std::vector<DimIndex> dim_indices(const ir::Buffer& b, const std::vector<Expr>& indices) {
+    std::vector<DimIndex> dims;
+    if (indices.size() < 2) return dims;  // one dim: the flat bound is the dimension's
+    for (size_t d = 0; d < indices.size(); ++d) {
+      auto i = ir::arith::literal(indices[d]), n = ir::arith::literal(b->shape[d]);
+      if (i && n && *i >= 0 && *i < *n) continue;
+      dims.push_back(DimIndex{indices[d], b->shape[d], static_cast<int>(d)});
+    }
+    return dims;
+  }
   bool ub_readable(const Expr& x) const {
     return x && x->kind == ir::ExprKind::Load && as<ir::LoadNode>(x)->buffer->scope == Scope::UB && core_ == CoreKind::V;
   }
@@ -880,7 +893,9 @@ class Lowerer {
     for (const auto& i : n->indices) idx.push_back(hoist_scalar_loads(i, sp, "the index of this element store", loads));
     Expr value = hoist_scalar_loads(value0, sp, "the value of this element store", loads);
     LocalRef dst = ub_element(n->buffer, idx, sp);
-    StmtPtr st = emit(ScalarStore{dst, ir::cast(value, n->buffer->dtype, sp), n->buffer->dtype, ub_tile_end(n->buffer, sp)}, sp);
+    StmtPtr st = emit(ScalarStore{dst, ir::cast(value, n->buffer->dtype, sp), n->buffer->dtype, ub_tile_end(n->buffer, sp),
+                                  dim_indices(n->buffer, idx)},
+                      sp);
     return loads.empty() ? st : with_loads(std::move(loads), st, sp);
   }
 
@@ -905,6 +920,7 @@ class Lowerer {
       ScalarLoad l;
       l.var = var, l.dtype = ld->buffer->dtype, l.ub = ub_element(ld->buffer, idx, sp);
       l.tile_end = ub_tile_end(ld->buffer, sp);
+      l.dims = dim_indices(ld->buffer, idx);
       return emit(std::move(l), sp);
     }
     if (ld->buffer->scope != Scope::global) return nullptr;
@@ -929,7 +945,9 @@ class Lowerer {
     }
     off = mul(off, C(ld->buffer->dtype.bytes()));
     runtime_.insert(var.get());
-    return emit(ScalarLoad{var, GmRef{it->second, off}, ld->buffer->dtype}, sp);
+    ScalarLoad l{var, GmRef{it->second, off}, ld->buffer->dtype};
+    l.dims = dim_indices(ld->buffer, ld->indices);
+    return emit(std::move(l), sp);
   }
   // `e` with each element of a tensor parameter or (Vector core) UB tile it reads replaced by a
   // variable a ScalarLoad (appended to `loads`) binds; other tile elements stay an error (check_scalar).

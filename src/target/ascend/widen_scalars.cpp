@@ -346,6 +346,9 @@ struct Fields {
   void operator()(Expr& e) const { f(e); }
   void operator()(LocalRef& r) const { f(r.offset); }
   void operator()(GmRef& r) const { f(r.offset); }
+  void operator()(std::vector<DimIndex>& dims) const {
+    for (auto& d : dims) f(d.index), f(d.extent);
+  }
   template <class... X>
   void all(X&... x) const { ((*this)(x), ...); }
 };
@@ -379,8 +382,8 @@ void map_fields(InstrOp& op, F&& fn, const ir::Span& span) {
       [&](WholeReduce& c) { f.all(c.dst, c.src, c.mask, c.repeat, c.dst_rep, c.src_blk, c.src_rep); },
       [&](Brcb& c) { f.all(c.dst, c.src, c.repeat, c.dst_blk, c.dst_rep); },
       [&](Gather& c) { f.all(c.dst, c.src, c.offset, c.base, c.count, c.src_elems); },
-      [&](ScalarLoad& c) { f.all(c.src, c.ub); },
-      [&](ScalarStore& c) { f.all(c.dst, c.value); },
+      [&](ScalarLoad& c) { f.all(c.src, c.ub, c.dims); },
+      [&](ScalarStore& c) { f.all(c.dst, c.value, c.dims); },
       [&](SetFlag& c) { f.all(c.event); },
       [&](WaitFlag& c) { f.all(c.event); },
       [&](CrossCoreSetFlag& c) { f.all(c.id); },

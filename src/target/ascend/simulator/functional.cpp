@@ -147,6 +147,17 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
                                       " B): an index outside the tile's dimension (the bytes " +
                                       "after it are the allocation's padding); keep indices within the tile");
   };
+  // A scalar-unit element whose index leaves its dimension (hunt34 F1 / F2): inside the buffer, another
+  // row's element, which the flat bounds above accept.
+  auto outside_dim = [&](const RMem& m, const ROutsideDim& o, const char* what) {
+    if (!ok || o.dim < 0) return;
+    const std::string name = !m.gm ? "tile " + prog.buffers[m.index].name
+                             : m.index < 0 ? std::string("the GM workspace") : "tensor " + prog.params[m.index].name;
+    fail(ReportKind::OutOfBounds, std::string(what) + " index " + std::to_string(o.index) + " of dimension " +
+                                      std::to_string(o.dim) + " of " + name + ", which has " +
+                                      std::to_string(o.extent) + ": outside the dimension (the address is another "
+                                      "element of the buffer); keep each index within its dimension");
+  };
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
@@ -287,10 +298,12 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           invalid(!x.src.gm && !mem_is(x.src, {Mem::UB}), "GetValue reads a GM tensor or a UB buffer (LocalTensor of TPosition VECIN/VECCALC/VECOUT)");
           operand(x.src, Rect{0, 1, es_of(x.dt), 0}, false, es_of(x.dt), "source", false);
           past_tile(x.src, x.dt, x.tile_end, "GetValue reads");
+          outside_dim(x.src, x.outside, "GetValue reads");
         } else if constexpr (std::is_same_v<T, RScalarStore>) {
           invalid(!mem_is(x.dst, {Mem::UB}), "SetValue writes a UB buffer (LocalTensor of TPosition VECIN/VECCALC/VECOUT)");
           operand(x.dst, Rect{0, 1, es_of(x.dt), 0}, true, es_of(x.dt), "destination", false);
           past_tile(x.dst, x.dt, x.tile_end, "SetValue writes");
+          outside_dim(x.dst, x.outside, "SetValue writes");
         } else if constexpr (std::is_same_v<T, RGather>) {
           // Gather.md (Atlas A2): dst, src, srcOffset start on 32 B; dst and src are not the same memory
           int es = es_of(x.dt);

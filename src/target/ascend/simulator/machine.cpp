@@ -105,6 +105,18 @@ double call_scalar(const Call& x, Get&& get) {
   return convert(v, x.scalar->dtype.is_float(), vec_scalar_dtype(x.api, x.dtype, x.src_dtype).code).f;
 }
 
+// Every index of `dims` evaluated (build's calls of `get` do not depend on the values: they compile
+// the expressions in this order), the first outside its dimension kept.
+template <class Get>
+ROutsideDim outside_dim(const std::vector<DimIndex>& dims, Get&& get) {
+  ROutsideDim o;
+  for (const auto& d : dims) {
+    const int64_t i = get(d.index).i, n = get(d.extent).i;
+    if (o.dim < 0 && (i < 0 || i >= n)) o = ROutsideDim{d.dim, i, n};
+  }
+  return o;
+}
+
 template <class Get>
 ROp build(const InstrOp& op, Get&& get) {
   auto gm = [&](const GmRef& r) { return RMem{true, r.param, get(r.offset).i}; };
@@ -223,13 +235,15 @@ ROp build(const InstrOp& op, Get&& get) {
                            get(x.src_elems).i};
           },
           [&](const ScalarLoad& x) -> ROp {
-            return RScalarLoad{x.ub.buffer >= 0 ? loc(x.ub) : gm(x.src), x.dtype.code, x.ub.buffer >= 0 ? x.tile_end : 0};
+            RScalarLoad r{x.ub.buffer >= 0 ? loc(x.ub) : gm(x.src), x.dtype.code, x.ub.buffer >= 0 ? x.tile_end : 0, {}};
+            r.outside = outside_dim(x.dims, get);
+            return r;
           },
           [&](const ScalarStore& x) -> ROp {
             // the value converted as the printed SetValue's static_cast does (an integer into an 8- / 32-bit
             // element wraps: session 28, hunt17 F6)
             Value v = convert(get(x.value), x.value->dtype.is_float(), x.dtype.code);
-            return RScalarStore{loc(x.dst), x.dtype.code, v, x.tile_end};
+            return RScalarStore{loc(x.dst), x.dtype.code, v, x.tile_end, outside_dim(x.dims, get)};
           },
           [&](const SetAtomic&) -> ROp {
             throw ir::Error("internal: SetAtomic is executed by the scalar unit (Machine::set_atomic), not issued");

@@ -110,8 +110,10 @@ struct RVecCall {
 struct RWholeReduce { ReduceOp op; ir::DTypeCode dt; RMem dst, src; int64_t mask, repeat, dst_rep, src_blk, src_rep; };
 struct RBrcb { ir::DTypeCode dt; RMem dst, src; int64_t repeat, dst_blk, dst_rep; };
 struct RGather { ir::DTypeCode dt; RMem dst, src, offset; int64_t base, count, src_elems; };
-struct RScalarLoad { RMem src; ir::DTypeCode dt; int64_t tile_end = 0; };  // Global/LocalTensor::GetValue (pipe S)
-struct RScalarStore { RMem dst; ir::DTypeCode dt; Value value; int64_t tile_end = 0; };  // LocalTensor::SetValue (pipe S)
+// The first index of a scalar-unit element access outside its dimension (program.h DimIndex); dim -1: none.
+struct ROutsideDim { int dim = -1; int64_t index = 0, extent = 0; };
+struct RScalarLoad { RMem src; ir::DTypeCode dt; int64_t tile_end = 0; ROutsideDim outside; };  // Global/LocalTensor::GetValue (pipe S)
+struct RScalarStore { RMem dst; ir::DTypeCode dt; Value value; int64_t tile_end = 0; ROutsideDim outside; };  // LocalTensor::SetValue (pipe S)
 struct RFlag { Pipe src, dst; int64_t event; bool set; };
 struct RBarrier { Pipe pipe; };
 struct RCross { int mode; int64_t id; bool set; };
