@@ -436,6 +436,11 @@ class Autotuner:
                                   hint="put @tw.autotune(...) above @tw.jit(...)")
         self.fn = fn
         self.configs = [c if isinstance(c, Config) else Config(**c) for c in configs]
+        if isinstance(key, str):  # one parameter's name, not its letters (api34 F12)
+            key = (key,)
+        if not isinstance(key, Iterable) or not all(isinstance(k, str) for k in key):  # list(5): TypeError
+            raise TilewrightError(f"@tw.autotune key {key!r} is not a list of parameter names",
+                                  hint="key=(\"M\", \"N\"): the factory parameters whose values start a new sweep")
         self.key = list(key)
         self.prune = prune
         self.inputs = inputs
@@ -750,8 +755,8 @@ def _parameters(fn):
 def autotune(configs, key=(), prune=None, executor=None, warmup=25, rep=100, prune_factor=2.0, verbose=True,
              inputs=None):
     """Decorates a ``@tw.jit`` factory (see the module docstring). ``configs``: a list of
-    :class:`Config` (or dicts) of factory keyword arguments; ``key``: the factory parameters whose
-    values start a new sweep (default: all arguments of the call); ``prune``: optional
+    :class:`Config` (or dicts) of factory keyword arguments; ``key``: the names (a list, or one str) of
+    the factory parameters whose values start a new sweep (default: all arguments of the call); ``prune``: optional
     ``prune(configs, **key_args) -> configs``; ``executor``: a ``concurrent.futures.Executor``
     (e.g. ``dask.distributed.Client(...).get_executor()``), ``"inline"`` for none, default local
     processes; ``warmup``/``rep``: :func:`tilewright.do_bench` budgets in ms; ``prune_factor``:
@@ -759,5 +764,10 @@ def autotune(configs, key=(), prune=None, executor=None, warmup=25, rep=100, pru
     kernel's inputs to time on (``params``: the factory's arguments, configuration included;
     needed when the kernel has an int32 / int64 input, e.g. a block table)."""
     def deco(fn):
-        return Autotuner(fn, configs, key, prune, executor, warmup, rep, prune_factor, verbose, inputs)
+        try:
+            return Autotuner(fn, configs, key, prune, executor, warmup, rep, prune_factor, verbose, inputs)
+        except TilewrightError as e:  # a bad argument of the decorator: at its line (api34 F12)
+            if e.line > 0:
+                raise
+            raise TilewrightError(e.message, *user_location(), 0, e.hint) from None
     return deco

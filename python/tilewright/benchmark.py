@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from .errors import TilewrightError
+from .errors import TilewrightError, user_location
 
 __all__ = ["do_bench", "simulated_timer"]
 
@@ -85,16 +85,21 @@ def do_bench(fn, warmup=25, rep=100, quantiles=None, return_mode="mean", flush_c
     When ``fn`` calls kernels of a simulated target (ascend910b*), the result is their summed
     simulated time per call of ``fn``; ``fn`` is run once (the model is deterministic) and every
     statistic is that time. A ``fn`` that mixes simulated and cpu kernels is an error."""
+    if not callable(fn):  # its TypeError came from the first call, inside do_bench (api34 F11)
+        raise TilewrightError(f"do_bench: {fn!r} is not callable", *user_location(),
+                              hint="pass a function of no arguments: do_bench(lambda: kernel(a, b))")
     if return_mode not in _RETURN_MODES:
         raise TilewrightError(f"do_bench: return_mode {return_mode!r} is not one of {', '.join(_RETURN_MODES)}",
-                              hint="use return_mode='median' (or quantiles=[...])")
+                              *user_location(), hint="use return_mode='median' (or quantiles=[...])")
     if quantiles is not None:
         quantiles_arg = quantiles
         quantiles = list(quantiles) if hasattr(quantiles, "__iter__") and not isinstance(quantiles, str) else None
         if not quantiles or not all(_finite(q) and 0.0 <= q <= 1.0 for q in quantiles):
-            raise TilewrightError(f"do_bench: quantiles {quantiles_arg!r} must be a non-empty list of values in [0, 1]")
+            raise TilewrightError(f"do_bench: quantiles {quantiles_arg!r} must be a non-empty list of values in [0, 1]",
+                                  *user_location())
     if not (_finite(warmup) and _finite(rep) and warmup >= 0 and rep > 0):
-        raise TilewrightError(f"do_bench: warmup ({warmup!r}) must be >= 0 and rep ({rep!r}) > 0 (both finite numbers, in ms)")
+        raise TilewrightError(f"do_bench: warmup ({warmup!r}) must be >= 0 and rep ({rep!r}) > 0 (both finite numbers, in ms)",
+                              *user_location())
 
     with simulated_timer() as first:
         t0 = time.perf_counter()
@@ -102,7 +107,7 @@ def do_bench(fn, warmup=25, rep=100, quantiles=None, return_mode="mean", flush_c
     if first.calls:
         if first.host_calls:
             raise TilewrightError("do_bench: the function calls kernels of a simulated target and of the cpu target; "
-                                  "simulated and wall-clock times cannot be added",
+                                  "simulated and wall-clock times cannot be added", *user_location(),
                                   hint="benchmark the cpu and the ascend kernels separately")
         return _summarise([first.ms], quantiles, return_mode)
 

@@ -69,6 +69,8 @@ def _cache_entries(root: pathlib.Path):
 def _trust(root: pathlib.Path) -> str:
     if not root.exists():
         return "not created yet (made with mode 0700 on first compile)"
+    if not root.is_dir():  # a file or /dev/null: "ok", or "chmod 700 it" (api34 F15)
+        return "REFUSED: not a directory; every compile fails until TW_CACHE_DIR names a directory (or is unset)"
     st = root.stat()
     if st.st_uid != os.getuid():
         return f"REFUSED: owned by uid {st.st_uid}, not you ({os.getuid()}); Tilewright will not load code from it"

@@ -60,11 +60,11 @@ def export(kernels, directory, name: str = None, cpu_arch: str = None) -> list:
             raise TilewrightError(f"export: kernel name {bad!r} is not a non-empty str", *user_location(),
                                   hint="pass {\"name\": kernel, ...} with C identifiers as names")
     if not hasattr(kernels, "__iter__") or isinstance(kernels, (str, bytes)):
-        raise TilewrightError(f"cannot export {kernels!r}: not a compiled kernel or a list of them",
+        raise TilewrightError(f"cannot export {kernels!r}: not a compiled kernel or a list of them", *user_location(),
                               hint="pass kernels returned by tw.compile / a @tw.jit function")
     for what, value in (("name", name), ("cpu_arch", cpu_arch)):
         if value is not None and not isinstance(value, str):
-            raise TilewrightError(f"export({what}=...) takes a str, got {value!r}")
+            raise TilewrightError(f"export({what}=...) takes a str, got {value!r}", *user_location())
     if cpu_arch is not None and not cpu_arch:  # `--cpu-arch "$FLEET_ARCH"` with the variable unset (h-hunt11b F17)
         raise TilewrightError("export(cpu_arch=\"\"): an empty architecture", *user_location(),
                               hint="pass a -march value (e.g. x86-64-v3), \"native\" for this machine, or leave it "
@@ -72,7 +72,7 @@ def export(kernels, directory, name: str = None, cpu_arch: str = None) -> list:
     kernels = list(kernels)
     for k in kernels:
         if not isinstance(k, Kernel):
-            raise TilewrightError(f"cannot export {k!r}: not a compiled kernel",
+            raise TilewrightError(f"cannot export {k!r}: not a compiled kernel", *user_location(),
                                   hint="pass kernels returned by tw.compile / a @tw.jit function")
     if name is None:
         name = (names[0] if names else kernels[0].name) if len(kernels) == 1 else "kernels"
@@ -125,7 +125,7 @@ def freeze(on: bool = True) -> None:
     compiled (in memory or in the disk cache) is an error instead of a compile. ``freeze(False)``
     undoes it (``TW_FROZEN=1`` cannot be undone)."""
     if not isinstance(on, bool):  # freeze("no") would freeze
-        raise TilewrightError(f"freeze() takes a bool, got {on!r}", hint="tw.freeze() or tw.freeze(False)")
+        raise TilewrightError(f"freeze() takes a bool, got {on!r}", *user_location(), hint="tw.freeze() or tw.freeze(False)")
     try:
         _C.freeze(on)
     except TilewrightError as e:  # TW_FROZEN=1 and freeze(False): at the call
@@ -146,7 +146,7 @@ def _describe(spec) -> str:
 
 def _normalise(spec):
     if not isinstance(spec, (tuple, list)) or len(spec) not in (2, 3) or not callable(spec[0]):
-        raise TilewrightError(f"bad kernel spec {spec!r}",
+        raise TilewrightError(f"bad kernel spec {spec!r}", *user_location(),
                               hint="a spec is (factory, args) or (factory, args, target), with factory a "
                                    "@tw.jit function or a function returning tw.compile(...)")
     factory, args = spec[0], spec[1]
@@ -154,7 +154,7 @@ def _normalise(spec):
     if not isinstance(args, (tuple, list)):
         args = (args,)
     if target is not None and not isinstance(target, str):
-        raise TilewrightError(f"bad target {target!r} in kernel spec {spec!r}", hint="a target name, e.g. \"cpu\"")
+        raise TilewrightError(f"bad target {target!r} in kernel spec {spec!r}", *user_location(), hint="a target name, e.g. \"cpu\"")
     return factory, tuple(args), target
 
 
@@ -174,10 +174,10 @@ def precompile(specs, *, workers: int = None, progress=True) -> list:
     kernel as it finishes with its time. The first failure is raised after the others finish.
     Typically followed by :func:`freeze` in a service."""
     if isinstance(specs, (str, bytes)) or not hasattr(specs, "__iter__"):
-        raise TilewrightError(f"precompile() takes a list of kernel specs, got {specs!r}",
+        raise TilewrightError(f"precompile() takes a list of kernel specs, got {specs!r}", *user_location(),
                               hint="tw.precompile([(factory, args), (factory, args, target), ...])")
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
-        raise TilewrightError(f"precompile(workers=...) must be a positive int, got {workers!r}")
+        raise TilewrightError(f"precompile(workers=...) must be a positive int, got {workers!r}", *user_location())
     if not isinstance(progress, bool) and not callable(getattr(progress, "write", None)):
         raise TilewrightError(f"precompile(progress=...) takes True (stderr), False or a file object, got {progress!r}",
                               *user_location())
@@ -215,6 +215,8 @@ def precompile(specs, *, workers: int = None, progress=True) -> list:
         print(f"tilewright: precompiled {len(specs) - failed} of {len(specs)} kernel(s) in "
               f"{time.perf_counter() - t_all:.2f} s" + (f"; {failed} FAILED (the first one below)" if failed else ""),
               file=stream, flush=True)
+    if isinstance(first_error, TilewrightError) and first_error.line <= 0:  # raised in a pool thread: at the call
+        raise TilewrightError(first_error.message, *user_location(), 0, first_error.hint) from None
     if first_error is not None:
         raise first_error
     return out

@@ -25,10 +25,16 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _DISPATCH_MODULES = ("torch._library.", "torch._ops", "torch._compile", "torch._dynamo.", "torch.utils._python_dispatch")
 
 
+# The pools that run Tilewright's own work (tw.precompile's threads, autotune's processes): a worker's
+# stack holds no user frame, and an error there is unlocated, not at the pool's code (api34 F16).
+_POOL_PACKAGES = ("threading", "concurrent", "multiprocessing")
+
+
 def _not_users(frame) -> bool:
     # "<frozen runpy>": `python -m tilewright tune ...` located errors there (rel29 F9)
-    return frame.f_code.co_filename.startswith((_PACKAGE, "<frozen ")) or \
-        str(frame.f_globals.get("__name__", "")).startswith(_DISPATCH_MODULES)
+    name = str(frame.f_globals.get("__name__", ""))
+    return frame.f_code.co_filename.startswith((_PACKAGE, "<frozen ")) or name.startswith(_DISPATCH_MODULES) or \
+        name.partition(".")[0] in _POOL_PACKAGES
 
 
 def user_location(skip: int = 0):

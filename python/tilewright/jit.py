@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import operator
 import os
 import sys
 import threading
@@ -158,7 +159,13 @@ class Kernel:
         AscendC kernel (``"ascendc"``, default), its host launcher (``"ascendc_host"``), CMake
         project (``"ascendc_cmake"``) and README (``"ascendc_readme"``), or the lowered Ascend
         program as text (``"ascend_program"``)."""
-        return self._exe.source(lang)
+        if not isinstance(lang, str):  # nanobind's TypeError leaked (api34 F10)
+            raise TilewrightError(f"get_source() takes a language name (a str), got {lang!r}", *user_location(),
+                                  hint="get_source() gives the kernel's main source; see help(Kernel.get_source)")
+        try:
+            return self._exe.source(lang)
+        except TilewrightError as e:  # an unknown language: at the call (api34 F10)
+            self._raise_at_call(e)
 
     def write_ascendc_project(self, directory) -> list:
         """Writes the AscendC project (kernel, host launcher, CMakeLists.txt, README.md) for
@@ -182,13 +189,17 @@ class Kernel:
         its :class:`Profile` (cycles, time at the chip clock, per-pipe busy %, Cube utilisation,
         TFLOP/s, checker reports). ``functional=False`` skips the arithmetic (timing only; outputs
         are left unset). ``trace=path`` also writes a Chrome/Perfetto trace."""
+        for flag, value in (("functional", functional), ("check", check)):
+            if not isinstance(value, (bool, _np.bool_)):  # nanobind's TypeError leaked (api34 F10)
+                raise TilewrightError(f"profile({flag}=...) takes a bool, got {value!r}", *user_location(),
+                                      hint=f"{flag}=True or {flag}=False")
         try:
             args, torch_out = _prepare_args(args, self)
         except TilewrightError as e:
             raise TilewrightError(e.message, *user_location(), 0, e.hint) from None
         try:
             with _progress(f"simulating kernel '{self.name}' on {self.target}"):
-                outs, report = self._exe.simulate(list(args), functional, check, trace is not None)
+                outs, report = self._exe.simulate(list(args), bool(functional), bool(check), trace is not None)
         except TilewrightError as e:
             self._raise_at_call(e)
         if trace is not None:
@@ -212,9 +223,12 @@ class Kernel:
         """The IR text after a pipeline stage (Tile IR; on Ascend also the Program after each
         program pass); ``stages`` lists them, ``"final"`` is the last."""
         if not isinstance(stage, str):
-            raise TilewrightError(f"get_ir() takes a stage name (a str), got {stage!r}",
+            raise TilewrightError(f"get_ir() takes a stage name (a str), got {stage!r}", *user_location(),
                                   hint="one of: final, " + ", ".join(self.stages))
-        return self._exe.ir(stage)
+        try:
+            return self._exe.ir(stage)
+        except TilewrightError as e:  # an unknown stage: at the call (api34 F10)
+            self._raise_at_call(e)
 
     @property
     def stages(self) -> list:
@@ -356,39 +370,69 @@ class Profile(dict):
         return self["summary"]
 
 
+def _index(value):
+    """An int index (numpy's included), or None for anything else (a bool, a float, a str)."""
+    if isinstance(value, (bool, _np.bool_)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:  # a numpy array of one element has __index__ and raises
+        return None
+
+
 def _out_indices(ir_kernel, out_idx):
     if out_idx is None:
         return []
-    if isinstance(out_idx, int):
-        out_idx = [out_idx]
     n = len(ir_kernel.params)
+    # one index, numpy's too (numpy.int64 was iterated: TypeError), or a sequence of them; a bool is
+    # not an index (out_idx=True made parameter 1 the output: api34 F8)
+    indices = [out_idx] if _index(out_idx) is not None else out_idx if isinstance(out_idx, (list, tuple)) else None
     result = []
-    for i in out_idx:
-        if not isinstance(i, int) or not -n <= i < n:
+    for i in indices if indices is not None else [out_idx]:
+        k = _index(i)
+        if k is None or not -n <= k < n:
             raise TilewrightError(f"out_idx {i!r} is not a parameter index of '{ir_kernel.name}' ({n} parameters)",
-                                  hint=f"use an int in [-{n}, {n})")
-        result.append(i % n)
+                                  *user_location(), hint=f"use an int in [-{n}, {n}), or a list of them")
+        result.append(k % n)
     return result
 
 
 def _build(prim_or_fn, target: str, out_idx) -> Kernel:
     if not isinstance(target, str):
-        raise TilewrightError(f"target must be a target name (a str), got {target!r}",
+        raise TilewrightError(f"target must be a target name (a str), got {target!r}", *user_location(),
                               hint="one of: " + ", ".join(name for name, _ in _C.targets()))
     if isinstance(prim_or_fn, PrimFunc):
         ir_kernel = prim_or_fn.ir
-    elif inspect.isfunction(prim_or_fn):
+    else:  # a function with tile loops; anything else is the front end's located error (api34 F1, F3)
         from .frontend import parse_tile_loops
         ir_kernel = parse_tile_loops(prim_or_fn)
-    else:
-        raise TilewrightError(f"cannot compile {prim_or_fn!r}",
-                              hint="pass a @T.prim_func or a function written with tile loops")
     outs = _out_indices(ir_kernel, out_idx)
+    inputs = [i for i in outs if not ir_kernel.params[i].is_output]
+    if inputs and not isinstance(prim_or_fn, PrimFunc):
+        # it made the input an output: allocated, never written, returned as garbage (api34 F17)
+        name = ir_kernel.params[inputs[0]].name
+        raise TilewrightError(f"out_idx names input '{name}' of the tile-loops kernel '{ir_kernel.name}': its "
+                              "outputs are its tw.output declarations", *user_location(),
+                              hint="leave out_idx out for a tile-loops kernel; it returns what tw.output declares")
     if outs:
         ir_kernel = _C.mark_outputs(ir_kernel, outs)
+    written = set(_C.written_params(ir_kernel))
+    unwritten = [p.name for i, p in enumerate(ir_kernel.params) if p.is_output and i not in written]
+    if unwritten:  # returned as uninitialised memory, silently (api34 F18)
+        names = [p.name for i, p in enumerate(ir_kernel.params) if i in written and not p.is_output]
+        fix = (f"out_idx names the parameters the kernel writes (here {', '.join(map(repr, names))})" if outs else
+               "store every tw.output the kernel returns (tw.store(out, ...))")
+        raise TilewrightError(f"kernel '{ir_kernel.name}' never writes its output '{unwritten[0]}': it would be "
+                              "returned uninitialised", *user_location(), hint=fix)
     t0 = time.perf_counter()
-    with _progress(f"compiling kernel '{ir_kernel.name}' for {target}"):
-        exe = _C.compile(ir_kernel, target)
+    try:
+        with _progress(f"compiling kernel '{ir_kernel.name}' for {target}"):
+            exe = _C.compile(ir_kernel, target)
+    except TilewrightError as e:
+        if e.line > 0:
+            raise
+        # not about a kernel line (an unknown target, a missing compiler): at the call that compiles (api34 F3)
+        raise TilewrightError(e.message, *user_location(), 0, e.hint) from None
     return Kernel(exe, time.perf_counter() - t0)
 
 
@@ -448,11 +492,20 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
     every target."""
     if fn is None:
         return lambda f: jit(f, out_idx=out_idx, target=target)
+    try:  # not callable: inspect's TypeError leaked; a builtin or a class built no kernel (api34 F4)
+        signature = None if inspect.isbuiltin(fn) or inspect.isclass(fn) else inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is None:
+        raise TilewrightError(f"@tw.jit decorates a kernel factory (a Python function), got {fn!r}", *user_location(),
+                              hint="put @tw.jit(out_idx=...) on a 'def' whose arguments (sizes, dtypes) build and "
+                                   "return a @T.prim_func")
 
     cache: collections.OrderedDict = collections.OrderedDict()  # least recently used first
     state = _JitCache(cache)
     default_target = target
-    takes_target = "target" in inspect.signature(fn).parameters
+    takes_target = "target" in signature.parameters
+    name = getattr(fn, "__name__", repr(fn))
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -464,7 +517,8 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
             hash(key)
         except TypeError:
             bad = next((repr(v) for v in (*args, *kwargs.values()) if not _hashable(_freeze(v))), "?")
-            raise TilewrightError(f"@tw.jit function '{fn.__name__}' got an argument that cannot be a cache key: {bad}",
+            raise TilewrightError(f"@tw.jit function '{name}' got an argument that cannot be a cache key: {bad}",
+                                  *user_location(),
                                   hint="pass ints, floats, strings, dtypes or tuples of them; tw.jit compiles one "
                                        "kernel per distinct argument values") from None
         with state.lock:
@@ -472,10 +526,19 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
             if kernel is not None:
                 cache.move_to_end(key)
                 return kernel
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as e:  # the factory's TypeError was raised from this wrapper (api34 F6)
+            raise TilewrightError(f"@tw.jit function '{name}{signature}': {e}", *user_location(),
+                                  hint="pass the factory's parameters (sizes, block sizes, dtypes); the compiled "
+                                       "kernel it returns takes the arrays") from None
         prim = fn(*args, **kwargs)
         if not isinstance(prim, PrimFunc) and not inspect.isfunction(prim):
-            raise TilewrightError(f"@tw.jit function '{fn.__name__}' must return a @T.prim_func "
-                                  f"or a function written with tile loops, got {prim!r}")
+            code = getattr(inspect.unwrap(fn), "__code__", None)  # the factory's mistake: at its definition (api34 F5)
+            raise TilewrightError(f"@tw.jit function '{name}' must return a @T.prim_func "
+                                  f"or a function written with tile loops, got {prim!r}",
+                                  *((code.co_filename, code.co_firstlineno) if code else user_location()),
+                                  hint="end the factory with 'return main', main being the @T.prim_func it defines")
         kernel = _build(prim, tgt, out_idx)
         with state.lock:
             cache[key] = kernel
@@ -546,7 +609,7 @@ def clear_cache(disk: bool = False) -> None:
     once no :class:`Kernel` object refers to it. ``disk=True`` also removes every entry of the
     disk cache (later compiles run the host compiler again)."""
     if not isinstance(disk, bool):
-        raise TilewrightError(f"clear_cache(disk=...) takes a bool, got {disk!r}",
+        raise TilewrightError(f"clear_cache(disk=...) takes a bool, got {disk!r}", *user_location(),
                               hint="clear_cache() empties the in-memory caches, clear_cache(disk=True) also the disk cache")
     for c in list(_jit_caches):
         with c.lock:

@@ -50,6 +50,7 @@ import builtins as _builtins
 
 from ._C import ir as _ir
 from .dsl import DType, SymbolicDim, Tensor, _outside_kernel, symbolic
+from .errors import TilewrightError, user_location
 from .prim_func import PrimFunc, prim_func
 
 __all__ = [
@@ -183,6 +184,9 @@ infinity = _marker("infinity", "``T.infinity(dtype)``: +inf of a float dtype (us
 def ceildiv(a, b):
     """ceil(a / b) on integers. Works on Python ints anywhere; a marker inside kernels."""
     if isinstance(a, int) and isinstance(b, int):
+        if b == 0:  # ZeroDivisionError leaked from here (api34 F14)
+            raise TilewrightError(f"T.ceildiv({a}, 0): division by zero", *user_location(),
+                                  hint="check the block size (or divisor) passed in: it must be a positive int")
         return -(-a // b)
     _outside_kernel("T.ceildiv on non-constant values")
 

@@ -14,7 +14,7 @@ class PrimFunc:
     def __init__(self, fn, ir_kernel):
         self.fn = fn
         self.ir = ir_kernel
-        self.name = fn.__name__
+        self.name = ir_kernel.name
 
     def script(self) -> str:
         """The kernel's IR in text form."""
@@ -31,5 +31,7 @@ class PrimFunc:
 
 def prim_func(fn):
     """Decorator: parse ``fn`` (explicit style) into the Tile IR now, so errors point at the
-    definition. Returns a :class:`PrimFunc`."""
+    definition. Returns a :class:`PrimFunc` (``fn`` itself when it is one already)."""
+    if isinstance(fn, PrimFunc):  # @T.prim_func twice: it read fn's name, which a PrimFunc lacks (api34 F7)
+        return fn
     return PrimFunc(fn, parse_prim_func(fn))

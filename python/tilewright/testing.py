@@ -179,10 +179,31 @@ def rng(seed=0):
                               *user_location(), hint="pass a non-negative int or a numpy.random.Generator") from None
 
 
+def _drawn(who, shape, draw):
+    """``draw()``, an array of ``shape``, after checking the shape: numpy's errors about it (a negative
+    or float dimension, an array too big to allocate) leaked from its random module (api34 F13)."""
+    from .errors import TilewrightError, user_location
+    dims = (shape,) if hasattr(shape, "__index__") else shape
+    try:
+        ok = all(hasattr(d, "__index__") and not isinstance(d, (bool, np.bool_)) and d >= 0 for d in dims)
+    except TypeError:  # not iterable
+        ok = False
+    if not ok:
+        raise TilewrightError(f"{who}: shape {shape!r} is not a tuple of non-negative ints", *user_location(),
+                              hint="pass e.g. (128, 64)")
+    try:
+        return draw()
+    except (MemoryError, ValueError) as e:  # "array is too big"
+        raise TilewrightError(f"{who}: cannot make an array of shape {shape!r}: {e or 'out of memory'}",
+                              *user_location(), hint="use a smaller shape") from None
+
+
 def randn(shape, dtype="float32", *, seed=0, scale=1.0):
     """Normal(0, scale^2) values of ``shape``, drawn in float32 from ``seed`` (an int or a
     ``numpy.random.Generator``) and converted to ``dtype``."""
-    return (rng(seed).standard_normal(shape, dtype=np.float32) * scale).astype(np_dtype(dtype))
+    dt = np_dtype(dtype)
+    g = rng(seed)
+    return _drawn("randn", shape, lambda: (g.standard_normal(shape, dtype=np.float32) * scale).astype(dt))
 
 
 def rand(shape, dtype="float32", *, seed=0, low=0.0, high=1.0):
@@ -198,7 +219,8 @@ def rand(shape, dtype="float32", *, seed=0, low=0.0, high=1.0):
         from .errors import TilewrightError, user_location
         raise TilewrightError(f"rand: the range [{low}, {high}) is not a finite, non-empty interval", *user_location(),
                               hint="pass finite low < high (high is excluded)")
-    v = rng(seed).uniform(low, high, size=shape).astype(np.float32).astype(dt)
+    g = rng(seed)
+    v = _drawn("rand", shape, lambda: g.uniform(low, high, size=shape).astype(np.float32).astype(dt))
     if dt.name in _PRECISION_ORDER:  # the float dtypes (bfloat16's numpy kind is "V")
         with np.errstate(over="ignore"):
             top = np.asarray(high, np.float64).astype(dt)
@@ -221,7 +243,8 @@ def randint(shape, dtype="int32", *, seed=0, low=-8, high=8):
         from .errors import TilewrightError, user_location
         raise TilewrightError(f"randint: [{low}, {high}) does not fit in {dt.name} [{lo}, {hi}] (the values would wrap)",
                               *user_location(), hint=f"pass low >= {lo} and high <= {hi + 1}")
-    return rng(seed).integers(low, high, size=shape).astype(dt)
+    g = rng(seed)
+    return _drawn("randint", shape, lambda: g.integers(low, high, size=shape).astype(dt))
 
 
 def _versions():
@@ -341,7 +364,10 @@ class Reference:
     ``Reference(path, update=True)`` rewrites the store."""
 
     def __init__(self, path, *, seed=None, atol=None, rtol=None, update=False):
-        p = pathlib.Path(path)
+        try:
+            p = pathlib.Path(path)
+        except TypeError:  # pathlib's TypeError (api34 F13)
+            p = pathlib.Path()
         if p.suffix in (".npz", ".json"):
             p = p.with_suffix("")
         if not p.name:  # '', '.', '/': with_name below raised ValueError (h-rel32 F3)

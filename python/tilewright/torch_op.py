@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import TilewrightError
+from .errors import TilewrightError, user_location
 
 __all__ = ["register_torch_op"]
 
@@ -35,11 +35,11 @@ def register_torch_op(name: str, kernel):
         raise TilewrightError("register_torch_op needs PyTorch, which is not installed",
                               hint="pip install torch (Tilewright itself does not depend on it)") from e
     if not isinstance(name, str) or not _OP_NAME.fullmatch(name):
-        raise TilewrightError(f"torch op name {name!r} is not 'namespace::op_name' (two identifiers)",
+        raise TilewrightError(f"torch op name {name!r} is not 'namespace::op_name' (two identifiers)", *user_location(),
                               hint="write it as 'namespace::op_name', e.g. 'mylib::matmul'")
     from .jit import Kernel
     if not isinstance(kernel, Kernel):
-        raise TilewrightError(f"register_torch_op takes a compiled tilewright Kernel, got {kernel!r}",
+        raise TilewrightError(f"register_torch_op takes a compiled tilewright Kernel, got {kernel!r}", *user_location(),
                               hint="pass tw.compile(prim_func, out_idx=[...]) or a @tw.jit function's result")
     if name in _REGISTERED:
         old_kernel, old_op = _REGISTERED[name]
@@ -47,7 +47,7 @@ def register_torch_op(name: str, kernel):
             return old_op
         raise TilewrightError(f"torch op {name!r} is already registered to kernel '{old_kernel.name}'; registering "
                               f"kernel '{kernel.name}' under it would make every handle of {name!r} run the new "
-                              "kernel (torch replaces an op process-wide)",
+                              "kernel (torch replaces an op process-wide)", *user_location(),
                               hint="register each kernel under its own name, e.g. with its shape or constants in "
                                    "it: 'mylib::scale_2'")
     specs = kernel._exe.input_specs()
@@ -55,7 +55,7 @@ def register_torch_op(name: str, kernel):
     n_out = len(kernel._exe.output_dtypes)
     if n_out == 0 and not mutated:
         raise TilewrightError(f"kernel '{kernel.name}' has no output parameter and writes none of its inputs; "
-                              "a torch op of it would do nothing",
+                              "a torch op of it would do nothing", *user_location(),
                               hint="declare outputs with out_idx=[...] or tw.output(...)")
     params = []
     for i, (pname, _, dtype, is_tensor) in enumerate(specs):

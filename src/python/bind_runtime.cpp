@@ -706,6 +706,15 @@ void bind_runtime(nb::module_& m) {
   });
 
   m.def("mark_outputs", &ir::with_outputs, nb::arg("kernel"), nb::arg("indices"));
+  // Indices of the tensor parameters a kernel writes (transform::globals_written): an output it never
+  // writes would be returned uninitialised, so tw.compile refuses it (api34 F18).
+  m.def("written_params", [](const ir::Kernel& k) {
+    const auto written = transform::globals_written(k);
+    std::vector<int> out;
+    for (size_t i = 0; i < k->params.size(); ++i)
+      if (k->params[i].buffer && written.count(k->params[i].buffer.get())) out.push_back(static_cast<int>(i));
+    return out;
+  }, nb::arg("kernel"));
   m.def("targets", [] {
     std::vector<std::pair<std::string, std::string>> out;
     for (const auto& t : target::all_targets()) out.emplace_back(t.name, t.description);

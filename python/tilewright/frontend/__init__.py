@@ -18,16 +18,16 @@ from .tile_loops import TileLoopsParser
 __all__ = ["parse_prim_func", "parse_tile_loops"]
 
 
-def _parse(parser, fn):
+def _parse(parser):
     """Runs parser.parse(); the front end walks expressions recursively, so a very deeply nested
     one (e.g. a sum of thousands of terms) is reported as an error at the function, not as
     Python's RecursionError."""
     try:
         return parser.parse()
     except RecursionError:
-        code = getattr(fn, "__code__", None)
+        code = getattr(parser.fn, "__code__", None)
         raise TilewrightError(
-            f"kernel '{getattr(fn, '__name__', fn)}' has an expression nested too deeply to compile",
+            f"kernel '{parser.fn.__name__}' has an expression nested too deeply to compile",
             code.co_filename if code else "", code.co_firstlineno if code else 0,
             hint="split the expression into several statements (e.g. accumulate partial sums in a loop)",
         ) from None
@@ -40,7 +40,7 @@ def parse_prim_func(fn, out_idx=None):
     the end), as in tilelang's ``out_idx``; default none.
     """
     fn = getattr(fn, "fn", fn)
-    return _parse(PrimFuncParser(fn, out_idx), fn)
+    return _parse(PrimFuncParser(fn, out_idx))
 
 
 def parse_tile_loops(fn, arg_specs=None):
@@ -51,4 +51,4 @@ def parse_tile_loops(fn, arg_specs=None):
     or ``int``/``float`` (a scalar input), or a Python int/float (a compile-time constant bound to
     that parameter). Outputs are the ``tw.output`` declarations, after the inputs.
     """
-    return _parse(TileLoopsParser(fn, arg_specs), fn)
+    return _parse(TileLoopsParser(fn, arg_specs))

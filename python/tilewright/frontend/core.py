@@ -94,7 +94,7 @@ class Parser:
 
     def __init__(self, fn):
         self.src = Source(fn)
-        self.fn = fn
+        self.fn = self.src.fn  # past decorators that keep __wrapped__
         self.scopes = [{}]           # innermost last: name -> Binding
         self.dead = {}               # names assigned in closed inner blocks -> node
         self.let_values = {}         # IR name of a let variable -> its value (run-time extents' bounds)

@@ -6,7 +6,29 @@ import builtins
 import inspect
 import os
 
-from ..errors import TilewrightError
+from ..errors import TilewrightError, user_location
+
+
+def kernel_function(fn):
+    """The Python function whose source is the kernel: ``fn``, or the function that decorators keeping
+    ``__wrapped__`` (functools.wraps) wrap. Its source, file and scope are read together: the
+    wrapper's file with the wrapped function's lines located errors in the decorator's module, and
+    the wrapper's closure bound the kernel's names (api34 F2). A ``@tw.jit`` factory or anything that
+    is not a Python function is a located error, not a parse of some other code (api34 F1)."""
+    inner = inspect.unwrap(fn, stop=lambda f: hasattr(f, "_tw_jit_cache"))
+    if hasattr(inner, "_tw_jit_cache"):  # a @tw.jit wrapper (jit.py): its own source is Tilewright's
+        name = getattr(inner, "__name__", "?")
+        code = getattr(getattr(inner, "__wrapped__", None), "__code__", None)
+        where = f" (defined at {code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+        raise TilewrightError(f"'{name}' is a @tw.jit kernel factory{where}, not a kernel function", *user_location(),
+                              hint=f"call it with its arguments to get the compiled kernel ({name}(...)), or decorate "
+                                   "the kernel function with @T.prim_func (not @tw.jit) to pass it to tw.compile")
+    if not inspect.isfunction(inner):
+        raise TilewrightError(f"cannot compile {fn!r}", *user_location(),
+                              hint="a kernel is a Python function: decorate a plain 'def' with @T.prim_func (explicit "
+                                   "style), or pass one written with tile loops (tw.output, tw.load, tw.store) to "
+                                   "tw.compile")
+    return inner
 
 
 class Source:
@@ -14,13 +36,13 @@ class Source:
     user's file (1-based), so every IR node and error points at the real location."""
 
     def __init__(self, fn):
-        self.fn = fn
+        fn = self.fn = kernel_function(fn)
         try:
             file = inspect.getsourcefile(fn) or inspect.getfile(fn)
             lines, start = inspect.getsourcelines(fn)
         except (OSError, TypeError) as e:
             raise TilewrightError(
-                f"cannot read the source of {getattr(fn, '__qualname__', fn)!r}: {e}",
+                f"cannot read the source of {getattr(fn, '__qualname__', fn)!r}: {e}", *user_location(),
                 hint="kernels must be defined in a .py file (not typed into an interactive prompt or exec'd)") from None
         self.file = os.path.abspath(file) if file and not file.startswith("<") else (file or "")
         try:
