@@ -903,7 +903,10 @@ class Lowerer {
   // `value` is exactly an element of a tensor parameter the kernel never writes: a ScalarLoad
   // binding `var` (nullptr otherwise). A tensor the kernel writes is rejected: its DMA writes are
   // not coherent with the scalar DataCache (program.h ScalarLoad).
-  StmtPtr gm_scalar_load(const Expr& value, const ir::Var& var, const Span& sp, const std::string& what) {
+  // `dims`: the load's indices are checked each against its dimension (DimIndex); false for a read the
+  // expression may discard (guarded_loads), which the flat bounds alone check.
+  StmtPtr gm_scalar_load(const Expr& value, const ir::Var& var, const Span& sp, const std::string& what,
+                         bool dims = true) {
     if (!value || value->kind != ir::ExprKind::Load) return nullptr;
     auto* ld = as<ir::LoadNode>(value);
     bool ub = ub_readable(value);
@@ -913,14 +916,15 @@ class Lowerer {
     std::vector<Expr> idx;
     for (const auto& i : ld->indices) idx.push_back(hoist_scalar_loads(i, sp, what, loads));
     if (!loads.empty()) {
-      StmtPtr st = gm_scalar_load(std::make_shared<ir::LoadNode>(ld->buffer, idx, value->dtype, value->span), var, sp, what);
+      StmtPtr st = gm_scalar_load(std::make_shared<ir::LoadNode>(ld->buffer, idx, value->dtype, value->span), var, sp,
+                                  what, dims);
       return with_loads(std::move(loads), st, sp);
     }
     if (ub) {
       ScalarLoad l;
       l.var = var, l.dtype = ld->buffer->dtype, l.ub = ub_element(ld->buffer, idx, sp);
       l.tile_end = ub_tile_end(ld->buffer, sp);
-      l.dims = dim_indices(ld->buffer, idx);
+      if (dims) l.dims = dim_indices(ld->buffer, idx);
       return emit(std::move(l), sp);
     }
     if (ld->buffer->scope != Scope::global) return nullptr;
@@ -946,16 +950,47 @@ class Lowerer {
     off = mul(off, C(ld->buffer->dtype.bytes()));
     runtime_.insert(var.get());
     ScalarLoad l{var, GmRef{it->second, off}, ld->buffer->dtype};
-    l.dims = dim_indices(ld->buffer, ld->indices);
+    if (dims) l.dims = dim_indices(ld->buffer, ld->indices);
     return emit(std::move(l), sp);
   }
   // `e` with each element of a tensor parameter or (Vector core) UB tile it reads replaced by a
   // variable a ScalarLoad (appended to `loads`) binds; other tile elements stay an error (check_scalar).
+  // The element reads of e whose value e may discard: in an arm of a select (T.if_then_else / T.where) or
+  // the right side of `and` / `or`. Hoisted, they run whatever the condition (`T.if_then_else(j < n,
+  // table[b, j], 0)` reads table[b, n]), so an index past its dimension there is no error of the program
+  // (review34 R1: it was a false out-of-bounds report); `unguarded` gets the printed others.
+  static void guarded_loads(const Expr& e, bool guarded, std::unordered_set<std::string>& unguarded) {
+    switch (e->kind) {
+      case ir::ExprKind::Load:
+        if (!guarded) unguarded.insert(ir::print(e));
+        for (const Expr& i : as<ir::LoadNode>(e)->indices) guarded_loads(i, guarded, unguarded);
+        return;
+      case ir::ExprKind::Select: {
+        auto* s = as<ir::SelectNode>(e);
+        guarded_loads(s->cond, guarded, unguarded), guarded_loads(s->t, true, unguarded), guarded_loads(s->f, true, unguarded);
+        return;
+      }
+      case ir::ExprKind::Binary: {
+        auto* b = as<ir::BinaryNode>(e);
+        guarded_loads(b->a, guarded, unguarded);
+        guarded_loads(b->b, guarded || b->op == ir::BinOp::And || b->op == ir::BinOp::Or, unguarded);
+        return;
+      }
+      case ir::ExprKind::Unary: return guarded_loads(as<ir::UnaryNode>(e)->a, guarded, unguarded);
+      case ir::ExprKind::Cast: return guarded_loads(as<ir::CastNode>(e)->value, guarded, unguarded);
+      case ir::ExprKind::Call:
+        for (const Expr& a : as<ir::CallNode>(e)->args) guarded_loads(a, guarded, unguarded);
+        return;
+      default: return;
+    }
+  }
   Expr hoist_scalar_loads(const Expr& e, const Span& sp, const std::string& what, std::vector<StmtPtr>& loads) {
     if (!e) return e;
     Expr out = e;
     while (true) {  // innermost loads first: an index that reads an element (`cnt[ti[i]]`) is loaded before
       ExprVarMap map;
+      std::unordered_set<std::string> unguarded;
+      guarded_loads(out, false, unguarded);
       for_each_subexpr(out, [&](const Expr& x) {
         if (x->kind != ir::ExprKind::Load) return;
         if (as<ir::LoadNode>(x)->buffer->scope != Scope::global && !ub_readable(x)) return;
@@ -963,7 +998,7 @@ class Lowerer {
           if (has_load(i)) return;
         if (find_load(map, x)) return;
         ir::Var v = ir::var(as<ir::LoadNode>(x)->buffer->name + "_s" + std::to_string(++scalar_loads_), x->dtype, sp);
-        loads.push_back(gm_scalar_load(x, v, sp, what));
+        loads.push_back(gm_scalar_load(x, v, sp, what, unguarded.count(ir::print(x)) > 0));
         map.emplace_back(v, x);
       });
       if (map.empty()) break;
