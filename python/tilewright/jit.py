@@ -420,8 +420,9 @@ def _build(prim_or_fn, target: str, out_idx) -> Kernel:
     unwritten = [p.name for i, p in enumerate(ir_kernel.params) if p.is_output and i not in written]
     if unwritten:  # returned as uninitialised memory, silently (api34 F18)
         names = [p.name for i, p in enumerate(ir_kernel.params) if i in written and not p.is_output]
-        fix = (f"out_idx names the parameters the kernel writes (here {', '.join(map(repr, names))})" if outs else
-               "store every tw.output the kernel returns (tw.store(out, ...))")
+        fix = ("store every tw.output the kernel returns (tw.store(out, ...))" if not outs else
+               f"out_idx names the parameters the kernel writes (here {', '.join(map(repr, names))})" if names else
+               "the kernel writes none of its tensor parameters: leave out_idx out and pass every tensor as an input")
         raise TilewrightError(f"kernel '{ir_kernel.name}' never writes its output '{unwritten[0]}': it would be "
                               "returned uninitialised", *user_location(), hint=fix)
     t0 = time.perf_counter()

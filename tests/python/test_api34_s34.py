@@ -197,3 +197,12 @@ def test_f18_an_output_the_kernel_never_writes_is_an_error():
             tw.store(out, (0,), t)
         return out, out2
     located(lambda: tw.compile(two_outputs), HERE, "@F18B", "never writes its output 'out2'", "tw.store")  # @F18B
+
+    @T.prim_func
+    def writes_nothing(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((8,), "float32")
+            T.copy(X[0], t)
+    # the hint named an empty list ("here ") where the kernel writes no tensor
+    located(lambda: tw.compile(writes_nothing, out_idx=[-1]), HERE, "@F18C", "never writes its output 'Y'",  # @F18C
+            "writes none of its tensor parameters")
