@@ -1,0 +1,116 @@
+"""Session 35 API misuse hunt (h-api35). First: an `out_idx` output the kernel writes only with
+T.atomic_add (a scatter-add, a histogram, split-K partials) starts at zero on cpu and ascend910b
+(it was allocated uninitialised and came back as garbage plus the sum). Then findings F1.. of
+docs/testing.md "Session 35: api35": each misuse is a TilewrightError at the user's line naming the fix."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ascend_util import TARGET, run_checked  # noqa: E402
+
+HERE = os.path.abspath(__file__)
+TARGETS = ["cpu", TARGET]
+
+
+def scatter_add(rows, bd, dtype):
+    """Out[Idx[t], :] += X[t, :] (MoE's combine): program (t, j) adds its block of row t."""
+    tokens, d = T.symbolic("tokens"), T.symbolic("d")
+
+    @T.prim_func
+    def scatter(X: T.Tensor((tokens, d), dtype), Idx: T.Tensor((tokens,), "int32"),
+                Out: T.Tensor((rows, d), dtype)):
+        with T.Kernel(tokens, T.ceildiv(d, bd)) as (t, j):
+            x = T.alloc_fragment((bd,), dtype)
+            T.copy(X[t, j * bd:(j + 1) * bd], x)
+            T.atomic_add(Out[Idx[t], j * bd], x)
+    return scatter
+
+
+def reference(x, idx, rows):
+    out = np.zeros((rows, x.shape[1]), np.float64)
+    np.add.at(out, idx, x.astype(np.float64))
+    return out.astype(x.dtype)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+@pytest.mark.parametrize("tokens,rows,d,bd", [
+    (13, 5, 37, 16),   # a column tail, 2.6 tokens per row, some rows (maybe) never hit
+    (1, 1, 1, 16),     # one element
+    (0, 3, 20, 16),    # no token: no program runs, the output is all zeros
+    (7, 4, 0, 16),     # an empty feature dim (symbolic): an empty output
+])
+def test_an_output_written_only_by_atomic_add_starts_at_zero(target, dtype, tokens, rows, d, bd):
+    rng = np.random.default_rng(tokens * 31 + d)
+    x = rng.integers(-8, 8, size=(tokens, d)).astype(dtype)   # small integers: exact in any order
+    idx = rng.integers(0, rows, size=tokens).astype(np.int32)
+    k = tw.compile(scatter_add(rows, bd, dtype), target=target, out_idx=[-1])
+    want = reference(x, idx, rows)
+    for _ in range(3):  # each call starts from zero: nothing accumulates across calls
+        got = k(x, idx)
+        assert got.shape == (rows, d) and got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got, want)
+    if target == TARGET:  # the checked simulation (profile) too, without a report
+        np.testing.assert_array_equal(run_checked(k, x, idx), want)
+
+
+def test_cpu_and_ascend910b_agree_with_random_float32_values():
+    tokens, rows, d = 40, 6, 45
+    x = tw.testing.randn((tokens, d), "float32", seed=5)
+    idx = np.random.default_rng(5).integers(0, rows, size=tokens).astype(np.int32)
+    want = reference(x.astype(np.float64), idx, rows)
+    got = {t: tw.compile(scatter_add(rows, 16, "float32"), target=t, out_idx=[-1])(x, idx)
+           for t in TARGETS}
+    for t in TARGETS:  # float sums in any order: the stated tolerance (docs/language.md T.atomic_add)
+        tw.testing.assert_close(got[t], want, atol=1e-5 * tokens, rtol=1e-5)
+    tw.testing.assert_close(got["cpu"], got[TARGET], atol=1e-5 * tokens, rtol=1e-5)
+
+
+def histogram(n, bins):
+    @T.prim_func
+    def hist(Idx: T.Tensor((n,), "int32"), H: T.Tensor((bins,), "int32")):
+        with T.Kernel(n) as b:
+            T.atomic_add(H[Idx[b]], 1)
+    return hist
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_histogram_output_counts_from_zero(target):
+    n, bins = 29, 11  # bins some indices never reach: those stay 0
+    idx = np.random.default_rng(3).integers(0, bins - 3, size=n).astype(np.int32)
+    k = tw.compile(histogram(n, bins), target=target, out_idx=[-1])
+    for _ in range(2):
+        np.testing.assert_array_equal(k(idx), np.bincount(idx, minlength=bins))
+
+
+def test_only_accumulated_outputs_are_zeroed():
+    """An output with an ordinary store stays uninitialised (no memset); an input the kernel adds
+    into is the caller's accumulator (not zeroed: it keeps adding)."""
+    n = 8
+
+    @T.prim_func
+    def store_then_add(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1) as b:
+            t = T.alloc_fragment((n,), "float32")
+            T.copy(X, t)
+            T.copy(t, Y)
+            T.atomic_add(Y[0], t)
+
+    src = tw.compile(store_then_add, out_idx=[-1]).get_source()
+    assert "only T.atomic_add writes it" not in src
+    k = tw.compile(scatter_add(2, 8, "float32"), out_idx=[-1])
+    assert "only T.atomic_add writes it" in k.get_source()
+    acc = tw.compile(scatter_add(2, 8, "float32"))  # Out an input: the caller's accumulator
+    x, idx = np.ones((4, 8), np.float32), np.array([0, 1, 1, 1], np.int32)
+    out = np.full((2, 8), 10, np.float32)
+    acc(x, idx, out)
+    acc(x, idx, out)
+    np.testing.assert_array_equal(out, 10 + 2 * reference(x, idx, 2))
+    prog = tw.compile(scatter_add(2, 8, "float32"), target=TARGET, out_idx=[-1]).get_source("ascend_program")
+    assert "out zeroed" in prog, prog
