@@ -114,3 +114,29 @@ def test_only_accumulated_outputs_are_zeroed():
     np.testing.assert_array_equal(out, 10 + 2 * reference(x, idx, 2))
     prog = tw.compile(scatter_add(2, 8, "float32"), target=TARGET, out_idx=[-1]).get_source("ascend_program")
     assert "out zeroed" in prog, prog
+
+
+def test_f1_numpy_and_torch_dtypes_name_a_dtype():
+    """T.Tensor / T.alloc_* / T.cast given np.float16, np.dtype("int32"), torch.float16 or ml_dtypes'
+    bfloat16 were refused ("tensor dtype must be a name like 'float16'", no fix); they are that dtype."""
+    torch = pytest.importorskip("torch")
+
+    def kernel(dt, tile_dt):
+        @T.prim_func
+        def k(X: T.Tensor((5,), dt), Y: T.Tensor((5,), dt)):
+            with T.Kernel(1) as b:
+                t = T.alloc_fragment((5,), tile_dt)
+                T.copy(X, t)
+                for i in T.Parallel(5):
+                    Y[i] = T.cast(t[i] * 2, dt)
+        return k
+
+    for dt, tile_dt, name in [(np.float16, np.float32, "float16"), (np.dtype("int32"), torch.int32, "int32"),
+                              (torch.bfloat16, np.dtype("float32"), "bfloat16")]:
+        x = np.arange(5).astype(tw.testing.np_dtype(name))
+        y = tw.compile(kernel(dt, tile_dt), out_idx=[-1])(x)
+        assert y.dtype == x.dtype
+        np.testing.assert_array_equal(y.astype(np.float64), 2 * np.arange(5))
+    with pytest.raises(tw.TilewrightError, match="tensor dtype must be a name like 'float16', got <class 'float'>") as e:
+        kernel(float, "float32")
+    assert e.value.file == HERE and "a numpy dtype or a torch dtype" in e.value.hint
