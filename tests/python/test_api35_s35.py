@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 import tilewright as tw
+import tilewright.autotune  # noqa: F401 - the module (tw.autotune is the decorator)
 import tilewright.language as T
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ascend_util import TARGET, run_checked  # noqa: E402
+from tw_test_util import located  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 TARGETS = ["cpu", TARGET]
@@ -140,3 +142,23 @@ def test_f1_numpy_and_torch_dtypes_name_a_dtype():
     with pytest.raises(tw.TilewrightError, match="tensor dtype must be a name like 'float16', got <class 'float'>") as e:
         kernel(float, "float32")
     assert e.value.file == HERE and "a numpy dtype or a torch dtype" in e.value.hint
+
+
+@tw.jit(out_idx=[-1])
+def plus_one(N, B=4):
+    @T.prim_func
+    def k(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, B)) as b:
+            for i in T.Parallel(B):
+                Y[b * B + i] = X[b * B + i] + 1
+    return k
+
+
+def test_f2_an_autotune_sweep_that_runs_no_configuration_is_an_error_at_the_call(monkeypatch, tmp_path):
+    """Every configuration failing (B=0: ceildiv by zero; B=-1: a negative grid), or prune() keeping
+    none: the error had no location at all."""
+    monkeypatch.setattr(sys.modules["tilewright.autotune"], "tune_dir", lambda: tmp_path / "tune")
+    bad = tw.autotune(configs=[{"B": 0}, {"B": -1}], executor="inline", verbose=False)(plus_one)
+    located(lambda: bad(16), HERE, "@F2A", "no configuration could be run", "B=0", "B=-1")  # @F2A
+    none = tw.autotune(configs=[{"B": 4}], executor="inline", verbose=False, prune=lambda cfgs, N: [])(plus_one)
+    located(lambda: none(16), HERE, "@F2B", "prune() removed every configuration", "keep at least one")  # @F2B
