@@ -162,3 +162,21 @@ def test_f2_an_autotune_sweep_that_runs_no_configuration_is_an_error_at_the_call
     located(lambda: bad(16), HERE, "@F2A", "no configuration could be run", "B=0", "B=-1")  # @F2A
     none = tw.autotune(configs=[{"B": 4}], executor="inline", verbose=False, prune=lambda cfgs, N: [])(plus_one)
     located(lambda: none(16), HERE, "@F2B", "prune() removed every configuration", "keep at least one")  # @F2B
+
+
+@T.prim_func
+def doubled(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+    with T.Kernel(1) as b:
+        for i in T.Parallel(8):
+            Y[i] = X[i] * 2
+
+
+def test_f3_tilewright_export_of_a_prim_func_or_a_factory_names_the_fix(tmp_path, capsys):
+    """`tilewright export file.py:NAME` naming a @T.prim_func or a @tw.jit factory: the hint was the
+    generic "SPECS = [kernel, (factory, (args...)), ...]"; it now says what to do with that object."""
+    from tilewright import deploy
+    for name, fix in [("doubled", "compile it first: tw.compile(doubled, out_idx=[...])"),
+                      ("plus_one", "a spec (plus_one, (args...))")]:
+        assert deploy.cli_export([f"{HERE}:{name}", "-o", str(tmp_path / "out")]) == 1
+        err = capsys.readouterr().err
+        assert "not a kernel, a spec" in err and fix in err, err
