@@ -62,6 +62,21 @@ def test_an_output_written_only_by_atomic_add_starts_at_zero(target, dtype, toke
         np.testing.assert_array_equal(run_checked(k, x, idx), want)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_accumulated_outputs_start_at_zero(dtype):
+    tokens, rows, d = 11, 3, 21  # halves in [-4, 4): every partial sum (at most 11 terms) exact in 16 bits
+    rng = np.random.default_rng(7)
+    x = (rng.integers(-8, 8, size=(tokens, d)) / 2).astype(tw.testing.np_dtype(dtype))
+    idx = rng.integers(0, rows, size=tokens).astype(np.int32)
+    want = reference(x.astype(np.float64), idx, rows)
+    for target in TARGETS:
+        k = tw.compile(scatter_add(rows, 16, dtype), target=target, out_idx=[-1])
+        for _ in range(2):
+            got = k(x, idx)
+            assert got.dtype == x.dtype
+            np.testing.assert_array_equal(got.astype(np.float64), want)
+
+
 def test_cpu_and_ascend910b_agree_with_random_float32_values():
     tokens, rows, d = 40, 6, 45
     x = tw.testing.randn((tokens, d), "float32", seed=5)
