@@ -195,3 +195,28 @@ def test_f3_tilewright_export_of_a_prim_func_or_a_factory_names_the_fix(tmp_path
         assert deploy.cli_export([f"{HERE}:{name}", "-o", str(tmp_path / "out")]) == 1
         err = capsys.readouterr().err
         assert "not a kernel, a spec" in err and fix in err, err
+
+
+SCALE = 2.0
+
+
+@tw.jit(out_idx=[-1], target=TARGET)
+def scaled(N):
+    @T.prim_func
+    def k(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1) as b:
+            for i in T.Parallel(N):
+                Y[i] = X[i] * SCALE
+    return k
+
+
+def test_f4_a_global_the_kernel_reads_is_read_when_its_factory_runs(monkeypatch):
+    """Documented (docs/language.md "tw.jit and its cache"), not changed: the cached kernel keeps the
+    value the global had when the factory first ran for these arguments; tw.clear_cache() rebuilds."""
+    x = np.ones(3, np.float32)
+    scaled.cache.clear()
+    np.testing.assert_array_equal(scaled(3)(x), 2 * x)
+    monkeypatch.setitem(globals(), "SCALE", 3.0)
+    np.testing.assert_array_equal(scaled(3)(x), 2 * x)  # the cached kernel
+    scaled.cache.clear()
+    np.testing.assert_array_equal(scaled(3)(x), 3 * x)  # built again: reads 3.0
