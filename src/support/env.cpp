@@ -35,15 +35,27 @@ std::string shown(const char* value) {
     return out;
 }
 
+// A number or switch's value without the spaces or tabs around it (`TW_NUM_THREADS=" 4"` and
+// `TW_BOUNDS_CHECK=" 1"` read alike, api35); empty, or only spaces, is unset like an empty value.
+std::optional<std::string> get_value(const char* name) {
+    const char* v = get(name);
+    if (!v) return std::nullopt;
+    std::string s(v);
+    const auto first = s.find_first_not_of(" \t");
+    if (first == std::string::npos) return std::nullopt;
+    return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
 [[noreturn]] void bad(const char* name, const char* value, const char* accepted) {
     throw std::invalid_argument(std::string("environment variable ") + name + "='" + shown(value) +
                                 "' is invalid: expected " + accepted);
 }
 
 bool read_bool(const char* name) {
-    const char* v = get(name);
-    if (!v) return false;
-    std::string s(v);
+    const std::optional<std::string> t = get_value(name);
+    if (!t) return false;
+    const std::string& s = *t;
+    const char* v = s.c_str();
     if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
     if (s == "0" || s == "false" || s == "no" || s == "off") return false;
     bad(name, v, "1 or 0 (also true/false, yes/no, on/off)");
@@ -73,8 +85,9 @@ namespace {
 
 // A positive byte count (parse_byte_count), or `dflt` when unset.
 uint64_t read_bytes(const char* name, uint64_t dflt) {
-    const char* v = get(name);
-    if (!v) return dflt;
+    const std::optional<std::string> t = get_value(name);
+    if (!t) return dflt;
+    const char* v = t->c_str();
     const char* accepted = "a positive byte count, optionally with a suffix K, M, G or T "
                            "(powers of 1024), e.g. 2G or 500M";
     const std::optional<uint64_t> n = parse_byte_count(v);
@@ -84,8 +97,9 @@ uint64_t read_bytes(const char* name, uint64_t dflt) {
 
 // An integer in [lo, hi], or `dflt` when unset.
 int read_int(const char* name, int dflt, long lo, long hi, const char* accepted) {
-    const char* t = get(name);
-    if (!t) return dflt;
+    const std::optional<std::string> value = get_value(name);
+    if (!value) return dflt;
+    const char* t = value->c_str();
     char* end = nullptr;
     errno = 0;
     long n = std::strtol(t, &end, 10);
@@ -119,7 +133,7 @@ int env_num_threads() {
                     "an integer from 1 to 4096 (number of worker threads including the caller)");
 }
 
-bool env_cpu_amx() { return get("TW_CPU_AMX") ? read_bool("TW_CPU_AMX") : true; }
+bool env_cpu_amx() { return get_value("TW_CPU_AMX") ? read_bool("TW_CPU_AMX") : true; }
 
 bool env_verbose() { return read_bool("TW_VERBOSE"); }
 
@@ -151,7 +165,7 @@ Env read_env() {
     e.verbose = env_verbose();
     e.frozen = read_bool("TW_FROZEN");
     e.bounds_check = read_bool("TW_BOUNDS_CHECK");
-    e.progress = get("TW_PROGRESS") ? read_bool("TW_PROGRESS") : true;
+    e.progress = get_value("TW_PROGRESS") ? read_bool("TW_PROGRESS") : true;
     e.cpu_amx = env_cpu_amx();
     e.cpu_arch = "native";
     if (const char* a = get("TW_CPU_ARCH")) {

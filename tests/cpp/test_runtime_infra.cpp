@@ -169,6 +169,22 @@ TEST(Env, Overrides) {
     EXPECT_FALSE(support::read_env().cache_disabled);
     e.set("TW_CPU_ARCH", "x86-64-v3");
     EXPECT_EQ(support::read_env().cpu_arch, "x86-64-v3");
+    // spaces or tabs around a number or a switch are ignored alike (api35: " 4" was a thread
+    // count while " 1" was a malformed switch); only spaces is unset
+    e.set("TW_NUM_THREADS", " 4\t");
+    e.set("TW_VERBOSE", " 1");
+    e.set("TW_CACHE_DISABLE", "on ");
+    e.set("TW_CACHE_MAX_BYTES", "  7M ");
+    e.set("TW_MEMORY_CACHE_MAX", " 9 ");
+    support::Env w = support::read_env();
+    EXPECT_EQ(w.num_threads, 4);
+    EXPECT_TRUE(w.verbose);
+    EXPECT_TRUE(w.cache_disabled);
+    EXPECT_EQ(w.cache_max_bytes, 7ull << 20);
+    EXPECT_EQ(w.memory_cache_max, 9);
+    e.set("TW_VERBOSE", "  ");
+    EXPECT_FALSE(support::read_env().verbose);
+    e.set("TW_MEMORY_CACHE_MAX", nullptr);
 }
 
 TEST(Env, InvalidValuesNameTheVariable) {
