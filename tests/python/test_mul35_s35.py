@@ -23,7 +23,7 @@ I32 = np.iinfo(np.int32)
 EDGES = [0, 1, -1, 2, -2, 2 ** 15 - 1, 2 ** 15, -2 ** 15, -2 ** 15 - 1, 2 ** 16 - 1, 2 ** 16, -2 ** 16, -2 ** 16 + 1,
          2 ** 30, -2 ** 30, I32.max, I32.max - 1, I32.min, I32.min + 1, 0x7FFF8000, 0x7FFF7FFF, -0x7FFF8000]
 N = 37  # the edges and random values; a tail past the 32 B blocks
-F = 12  # result rows
+F = 16  # result rows
 
 
 def _w32(v):
@@ -46,6 +46,10 @@ def _forms(X: T.Tensor((N,), "int32"), X2: T.Tensor((N,), "int32"), n: T.int32, 
             y[3, j] = x[j] * 196608  # 3 * 2^16: low half 0
             y[4, j] = x[j] * 1024  # powers of two: ShiftLeft
             y[11, j] = x[j] * -2147483648
+            y[12, j] = x[j] * 1103515245 + n  # sums with a wrapped product: modulo 2^32 too
+            y[13, j] = x[j] * 12345 - x2[j] * 7
+            y[14, j] = n - x[j] * 196608
+            y[15, j] = x[j] * x2[j] + x[j]
             y[5, j] = x[j] * n  # a run-time int32
             y[6, j] = x[j] * T.min(T.max(n, -32768), 32767)  # a run-time scalar of 16 bits
             y[7, j] = x[j] * x2[j]  # two tiles
@@ -66,7 +70,8 @@ def _expected(x, x2, n, c):
     n16 = min(max(n, -32768), 32767)
     rows = [x * 1103515245, x * 12345, x * -32768, x * 196608, x * 1024, x * n, x * n16,
             x * x2, x * (c % 2 ** 32), _w32(x * n).astype(np.int64) ^ _w32(x2 * 7).astype(np.int64),
-            (np.arange(N) + 3) * 1000, x * -2147483648]
+            (np.arange(N) + 3) * 1000, x * -2147483648,
+            x * 1103515245 + n, x * 12345 - x2 * 7, n - x * 196608, x * x2 + x]
     return np.stack([_w32(r) for r in rows])
 
 
@@ -102,16 +107,16 @@ def test_2d_rows_and_columns():
             T.copy(X, x)
             T.copy(V, v)
             for i, j in T.Parallel(M, K):
-                y[0, i, j] = (i * K + j + s) * -1640531535
+                y[0, i, j] = (i * K + j + s) * -1640531535 + s
                 y[1, i, j] = x[i, j] * v[i]
             T.copy(y, Y)
 
     rng = np.random.default_rng(351)
     x = rng.integers(I32.min, I32.max, (M, K), endpoint=True).astype(np.int32)
     v = np.array([I32.min, I32.max, -1, 65536, 12345], np.int32)
-    s = 12345
+    s = 2 ** 31 - 2 ** 20
     i, j = np.meshgrid(np.arange(M), np.arange(K), indexing="ij")
-    want = np.stack([_w32(_w32(i * K + j + s).astype(np.int64) * -1640531535),
+    want = np.stack([_w32(_w32(i * K + j + s).astype(np.int64) * -1640531535 + s),
                      _w32(x.astype(np.int64) * v[:, None].astype(np.int64))])
     for target in TARGETS:
         got = run_on(k2, target, [-1], x, v, s)

@@ -364,6 +364,9 @@ class MapLowering {
   int add_sub_past_int32(ir::BinOp op, int a, int b, bool wrapped, const Span& sp);  // (definition)
   int divide_past_int32(ir::BinOp op, int x, const Expr& c, bool wrapped, const Span& sp);  // x // c, x % c (definition)
   int wrapped_mul(int x, int y, const Span& sp);  // int32 x * y modulo 2^32, no step leaving int32 (definition)
+  int wrapped_mul_pieces(int x, int y, const Span& sp);  // (wrapped_mul's forms)
+  int wrapped_add(ir::BinOp op, int a, int b, const Span& sp);  // int32 a + b, a - b modulo 2^32 (definition)
+  std::unordered_set<int> spans_;  // nodes of wrapped_mul's pieces and wrapped_add: values that may span int32
   int element_loop(const Expr& e, DType t, const Span& sp);  // e as t on the scalar unit (definition)
   bool past_operand(const Expr& e) const;  // int32 + - * of tile data and a scalar past int32 (definition)
   bool past_scalar(int x) const;  // an integer scalar node that may hold a value outside int32 (definition)
@@ -2312,6 +2315,12 @@ int MapLowering::add_sub_past_int32(ir::BinOp op, int a, int b, bool wrapped, co
 //   xlo * chi (|H + (L >> 16)| < 2^31 for every pair of int32 values), combined as above (15 calls; a tile
 //   y's pieces 5 more: 20). docs/ascend.md "int32 overflow"; tests/python/test_mul35_s35.py checks the edges.
 int MapLowering::wrapped_mul(int x, int y, const Span& sp) {
+  const int r = wrapped_mul_pieces(x, y, sp);
+  if (r != x && r != y && !(nodes_[r].kind == OpKind::Bin && nodes_[r].bop == ir::BinOp::Mul)) spans_.insert(r);
+  return r;
+}
+
+int MapLowering::wrapped_mul_pieces(int x, int y, const Span& sp) {
   const DType i64{DTypeCode::i64};
   if (nodes_[x].shape == Shape::Scalar) std::swap(x, y);
   x = to_type(x, kI32, sp);
@@ -2356,6 +2365,37 @@ int MapLowering::wrapped_mul(int x, int y, const Span& sp) {
   const int ch = leaf_scalar(ir::cast(chi, kI32, sp));
   auto [xlo, xhi] = pieces(x);
   return combine(B(ir::BinOp::Mul, xlo, clo), B(ir::BinOp::Add, B(ir::BinOp::Mul, xhi, clo), B(ir::BinOp::Mul, xlo, ch)));
+}
+
+// mul35: int32 a + b, a - b wrapped into int32 where a or b is a value wrapped_mul made from pieces (it spans
+// int32: a hash's idx * 1103515245 + seed left int32 in the Add for most seeds), modulo 2^32 with no step leaving
+// int32: halves v = vh * 2^16 + vl, vl = v - ((v >> 16) << 16) in [0, 2^16) (a scalar's on the scalar unit, in
+// int64), t = al +- bl in (-2^16, 2^17), r = ((ah +- bh + (t >> 16)) << 16) + (t - ((t >> 16) << 16)) (11 calls with
+// a scalar, 14 with two tiles). Other int32 sums keep their one Add / Adds (the simulator's report where they leave
+// int32: docs/ascend.md "int32 overflow").
+int MapLowering::wrapped_add(ir::BinOp op, int a, int b, const Span& sp) {
+  const DType i64{DTypeCode::i64};
+  auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
+  auto B = [&](ir::BinOp o, int p, int q) { return bin(o, p, q, sp); };
+  auto halves = [&](int v) -> std::pair<int, int> {
+    v = to_type(v, kI32, sp);
+    if (nodes_[v].shape == Shape::Scalar) {
+      const Expr w = ir::cast(nodes_[v].scalar, i64, sp);
+      const Expr h = ir::binary(ir::BinOp::Shr, w, ir::int_imm(16, i64, sp), sp);
+      const int hi = leaf_scalar(ir::cast(h, kI32, sp));
+      return {hi, leaf_scalar(ir::cast(ir::arith::sub(w, ir::arith::mul(h, ir::int_imm(65536, i64, sp))), kI32, sp))};
+    }
+    const int hi = B(ir::BinOp::Shr, v, k32(16));
+    return {hi, B(ir::BinOp::Sub, v, B(ir::BinOp::Shl, hi, k32(16)))};
+  };
+  auto [ah, al] = halves(a);
+  auto [bh, bl] = halves(b);
+  const int t = B(op, al, bl);
+  const int th = B(ir::BinOp::Shr, t, k32(16));
+  const int r = B(ir::BinOp::Add, B(ir::BinOp::Shl, B(ir::BinOp::Add, B(op, ah, bh), th), k32(16)),
+                  B(ir::BinOp::Sub, t, B(ir::BinOp::Shl, th, k32(16))));
+  spans_.insert(r);
+  return r;
 }
 
 // hunt33 F2: int32 x // c and x % c (Python's floor rules) where the scalar c may leave int32. Inside
@@ -2868,6 +2908,9 @@ int MapLowering::build_uncached(const Expr& e) {
                                nodes_[past_scalar(x) ? y : x].shape != Shape::Scalar;
           if (past_op && (b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub))
             return add_sub_past_int32(b->op, x, y, is_wrapped(e), sp);
+          if (e->dtype == kI32 && (b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub) && is_wrapped(e) &&
+              (spans_.count(x) || spans_.count(y)))  // a wrapped product's sum (a hash: idx * 1103515245 + seed)
+            return wrapped_add(b->op, x, y, sp);
           if (e->dtype == kI32 && b->op == ir::BinOp::Sub && !past_op && nodes_[y].shape == Shape::Scalar &&
               nodes_[x].shape != Shape::Scalar && !nodes_[y].dtype.is_float()) {
             // hunt33 F9: x - c is printed Adds(x, -c), and -c is 2^31, past int32, where c = INT32_MIN (the
@@ -3422,6 +3465,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
                  st->value->kind != ir::ExprKind::Load && (has_load(st->value) || uses_var(st->value, vj()));
   nodes_.clear();
   memo_.clear();
+  spans_.clear();
   // The destination must be a tile element indexed by every loop variable.
   {
     for (const auto& i : st->indices)
