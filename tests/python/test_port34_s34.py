@@ -8,7 +8,7 @@ the target changed to ascend910b (simulator, checker on), against float64 numpy 
 - (a) kernels: a representative selection on ascend910b (in-process, cheap) at every dtype and shape; two on cpu
   (a g++ compile each). `python tests/python/port34_kernels.py` runs every kernel, dtype and shape on both targets.
 - (b) kernels: ascend910b's located error (the kernel's line and a hint); the form the hint names runs right.
-- Findings: F1-F5, fixed on this branch, tested as they now behave; F6 (open) a strict xfail.
+- Findings: F1-F5, fixed on this branch, tested as they now behave; F6 fixed by h-mul35 (session 35).
 """
 import pathlib
 import re
@@ -144,12 +144,9 @@ def test_f5_tileloop_map_with_unit_inner_extent(shape):
     P.check("rmsnorm_tileloop", "float32", shape, TARGET)
 
 
-# F6 (open, medium: a documented limitation that leaves a common form without an Ascend alternative): an in-kernel
-# hash RNG for a dropout mask, `h[i, j] = idx * 1103515245 + seed` stored into an int32 tile, is well defined in the
-# language (int32 arithmetic wraps modulo 2^32 on store; cpu runs it) but every ascend910b run is the simulator's
-# `int32 overflow` report at the Muls (docs/ascend.md "int32 overflow": the 910B documentation does not say what
-# its int32 Muls stores past int32), and no form of the hash stays inside int32. A wrapped store could be computed
-# exactly from pieces that fit (16-bit halves of x and c, products of 8-bit chunks, shifts).
-@pytest.mark.xfail(strict=True, reason="port34 F6: an int32 hash wrapped on store is an int32 overflow report on Ascend")
+# F6 (fixed by h-mul35): an in-kernel hash RNG for a dropout mask, `h[i, j] = idx * 1103515245 + seed` stored into
+# an int32 tile, is well defined in the language (int32 arithmetic wraps modulo 2^32 on store; cpu runs it); every
+# ascend910b run was the simulator's `int32 overflow` report at the Muls. The wrapped product (and the sum with it)
+# is computed modulo 2^32 from 16-bit pieces whose products fit int32 (docs/ascend.md "int32 overflow").
 def test_f6_hash_dropout():
     P.check("hash_dropout", "float32", (13, 37), TARGET)

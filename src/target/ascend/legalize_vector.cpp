@@ -363,6 +363,10 @@ class MapLowering {
   int add_past_int32(int x, const Expr& c, const Span& sp);  // int32 x + c, c may leave int32 (definition)
   int add_sub_past_int32(ir::BinOp op, int a, int b, bool wrapped, const Span& sp);  // (definition)
   int divide_past_int32(ir::BinOp op, int x, const Expr& c, bool wrapped, const Span& sp);  // x // c, x % c (definition)
+  int wrapped_mul(int x, int y, const Span& sp);  // int32 x * y modulo 2^32, no step leaving int32 (definition)
+  int wrapped_mul_pieces(int x, int y, const Span& sp);  // (wrapped_mul's forms)
+  int wrapped_add(ir::BinOp op, int a, int b, const Span& sp);  // int32 a + b, a - b modulo 2^32 (definition)
+  std::unordered_set<int> spans_;  // nodes of wrapped_mul's pieces and wrapped_add: values that may span int32
   int element_loop(const Expr& e, DType t, const Span& sp);  // e as t on the scalar unit (definition)
   bool past_operand(const Expr& e) const;  // int32 + - * of tile data and a scalar past int32 (definition)
   bool past_scalar(int x) const;  // an integer scalar node that may hold a value outside int32 (definition)
@@ -2239,8 +2243,8 @@ bool MapLowering::elem_past_int32(const Expr& e) const {
 // review33 R4: int64 arithmetic of int32 tile data x and an int64 scalar c (the tile promoted: cast(x, int64)
 // op c) wrapped into t (int32 or narrower) is the int32 form with c a scalar that may leave int32: x + c,
 // x - c, c - x modulo 2^32 (add_sub_past_int32), x // c, x % c exact (divide_past_int32), T.max / T.min
-// (clamp_past_int32), * & | ^ of the wrapped c (right modulo 2^32), c // x and c % x on the scalar unit
-// (element_loop); the Vector core has no int64 data. nullopt: not such a value.
+// (clamp_past_int32), * of the wrapped c modulo 2^32 (wrapped_mul), & | ^ of the wrapped c, c // x and c % x
+// on the scalar unit (element_loop); the Vector core has no int64 data. nullopt: not such a value.
 std::optional<int> MapLowering::int64_operand(DType t, const Expr& v) {
   if (!(t == kI32 || small_int(t)) || v->dtype != DType(DTypeCode::i64) || v->kind != ir::ExprKind::Binary)
     return std::nullopt;
@@ -2257,7 +2261,11 @@ std::optional<int> MapLowering::int64_operand(DType t, const Expr& v) {
   const Expr c = sa ? b->a : b->b, c32 = ir::cast(c, kI32, sp);
   auto int32_form = [&]() { return build(ir::binary(b->op, xa ? xa : c32, xb ? xb : c32, sp)); };
   switch (b->op) {
-    case ir::BinOp::Mul: case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor: return int32_form();
+    case ir::BinOp::Mul: {  // modulo 2^32 (wrapped_mul; review34 R2)
+      const int x = xa ? build(xa) : leaf_scalar(c32);  // source order
+      return wrapped_mul(x, xb ? build(xb) : leaf_scalar(c32), sp);
+    }
+    case ir::BinOp::BitAnd: case ir::BinOp::BitOr: case ir::BinOp::BitXor: return int32_form();
     case ir::BinOp::Add: case ir::BinOp::Sub: {
       if (!L_.may_leave_int32(c)) return int32_form();
       const int x = xa ? build(xa) : leaf_scalar(c);  // source order
@@ -2303,6 +2311,104 @@ int MapLowering::add_sub_past_int32(ir::BinOp op, int a, int b, bool wrapped, co
   const int f = bin(ir::BinOp::Mul, same, leaf_scalar(i32(INT32_MIN)), sp);
   int r = bin(ir::BinOp::Add, bitwise(ir::BinOp::BitXor, base, f, sp), leaf_scalar(w), sp);
   return bitwise(ir::BinOp::BitXor, r, f, sp);
+}
+
+// mul35 (port34 F6, review34 R2): int32 x * y wrapped into int32 (stored, or an operand of + - * & | ^ ~:
+// is_wrapped), the language's product modulo 2^32. One Mul / Muls where the operands' bounds keep the
+// product inside int32 (bound(), a scalar's scalar_range; the 910B's int32 Mul past int32 is undocumented,
+// the simulator's `int32 overflow` report). Else from 16-bit pieces whose products fit, every int32 step
+// inside int32 (ShiftLeft drops the bits it shifts out: the modular step), c's pieces on the scalar unit:
+// - a constant c whose wrapped value is 2^k (k 0..31): x << k (1 call; x itself for 1);
+// - a constant c = ch * 2^16: (((x << 16) >> 16) * ch) << 16 (4 calls);
+// - c in [-2^15, 2^15) (a constant, or a run-time scalar of that range), x = xh * 2^16 + xl with
+//   xh = x >> 16, xl = x - (xh << 16) in [0, 2^16): L = xl * c (|L| < 2^31), H = xh * c (|H| <= 2^30),
+//   then (H + (L >> 16)) << 16 plus L's low bits L - ((L >> 16) << 16) in [0, 2^16) (11 calls);
+// - any other c, and a tile y: signed pieces v = hi * 2^16 + lo, lo = (v << 16) >> 16 in [-2^15, 2^15),
+//   hi = (v >> 16) - (lo >> 15) in [-2^15, 2^15] (c's on the scalar unit), L = xlo * clo, H = xhi * clo +
+//   xlo * chi (|H + (L >> 16)| < 2^31 for every pair of int32 values), combined as above (15 calls; a tile
+//   y's pieces 5 more: 20). docs/ascend.md "int32 overflow"; tests/python/test_mul35_s35.py checks the edges.
+int MapLowering::wrapped_mul(int x, int y, const Span& sp) {
+  const int r = wrapped_mul_pieces(x, y, sp);
+  if (r != x && r != y && !(nodes_[r].kind == OpKind::Bin && nodes_[r].bop == ir::BinOp::Mul)) spans_.insert(r);
+  return r;
+}
+
+int MapLowering::wrapped_mul_pieces(int x, int y, const Span& sp) {
+  const DType i64{DTypeCode::i64};
+  if (nodes_[x].shape == Shape::Scalar) std::swap(x, y);
+  x = to_type(x, kI32, sp);
+  auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
+  auto B = [&](ir::BinOp op, int a, int b) { return bin(op, a, b, sp); };
+  const bool scalar_y = nodes_[y].shape == Shape::Scalar;
+  std::optional<std::pair<__int128, __int128>> ry;
+  if (scalar_y) ry = L_.scalar_range(nodes_[y].scalar);
+  const double bx = bound(x);
+  const double by = !scalar_y ? bound(y) : ry ? static_cast<double>(std::max(-ry->first, ry->second)) : HUGE_VAL;
+  if (bx == 0 || by == 0 || bx * by <= INT32_MAX) return B(ir::BinOp::Mul, x, y);
+  y = to_type(y, kI32, sp);
+  // (H + (L >> 16)) << 16 plus L modulo 2^16
+  auto combine = [&](int L, int H) {
+    const int Lh = B(ir::BinOp::Shr, L, k32(16));
+    const int Ll = B(ir::BinOp::Sub, L, B(ir::BinOp::Shl, Lh, k32(16)));
+    return B(ir::BinOp::Add, B(ir::BinOp::Shl, B(ir::BinOp::Add, H, Lh), k32(16)), Ll);
+  };
+  auto pieces = [&](int v) {
+    const int lo = B(ir::BinOp::Shr, B(ir::BinOp::Shl, v, k32(16)), k32(16));
+    return std::pair{lo, B(ir::BinOp::Sub, B(ir::BinOp::Shr, v, k32(16)), B(ir::BinOp::Shr, lo, k32(15)))};
+  };
+  if (!scalar_y) {
+    auto [xlo, xhi] = pieces(x);
+    auto [ylo, yhi] = pieces(y);
+    return combine(B(ir::BinOp::Mul, xlo, ylo), B(ir::BinOp::Add, B(ir::BinOp::Mul, xhi, ylo), B(ir::BinOp::Mul, xlo, yhi)));
+  }
+  const Expr c = simp(ir::cast(ir::cast(nodes_[y].scalar, kI32, sp), i64, sp));  // c's value modulo 2^32, as int32
+  if (auto v = ir::arith::literal(c)) {
+    const uint32_t u = static_cast<uint32_t>(static_cast<int64_t>(*v));
+    if (std::has_single_bit(u)) return std::countr_zero(u) == 0 ? x : B(ir::BinOp::Shl, x, k32(std::countr_zero(u)));
+    if ((u & 0xFFFFu) == 0)
+      return B(ir::BinOp::Shl, B(ir::BinOp::Mul, pieces(x).first, k32(static_cast<int64_t>(*v) / 65536)), k32(16));
+  }
+  if (ry && ry->first >= -32768 && ry->second < 32768) {
+    const int xh = B(ir::BinOp::Shr, x, k32(16));
+    const int xl = B(ir::BinOp::Sub, x, B(ir::BinOp::Shl, xh, k32(16)));
+    return combine(B(ir::BinOp::Mul, xl, y), B(ir::BinOp::Mul, xh, y));
+  }
+  const Expr chi = ir::binary(ir::BinOp::Shr, ir::arith::add(c, ir::int_imm(32768, i64, sp)), ir::int_imm(16, i64, sp), sp);
+  const int clo = leaf_scalar(ir::cast(ir::arith::sub(c, ir::arith::mul(chi, ir::int_imm(65536, i64, sp))), kI32, sp));
+  const int ch = leaf_scalar(ir::cast(chi, kI32, sp));
+  auto [xlo, xhi] = pieces(x);
+  return combine(B(ir::BinOp::Mul, xlo, clo), B(ir::BinOp::Add, B(ir::BinOp::Mul, xhi, clo), B(ir::BinOp::Mul, xlo, ch)));
+}
+
+// mul35: int32 a + b, a - b wrapped into int32 where a or b is a value wrapped_mul made from pieces (it spans
+// int32: a hash's idx * 1103515245 + seed left int32 in the Add for most seeds), modulo 2^32 with no step leaving
+// int32: halves v = vh * 2^16 + vl, vl = v - ((v >> 16) << 16) in [0, 2^16) (a scalar's on the scalar unit, in
+// int64), t = al +- bl in (-2^16, 2^17), r = ((ah +- bh + (t >> 16)) << 16) + (t - ((t >> 16) << 16)) (11 calls with
+// a scalar, 14 with two tiles). Other int32 sums keep their one Add / Adds (the simulator's report where they leave
+// int32: docs/ascend.md "int32 overflow").
+int MapLowering::wrapped_add(ir::BinOp op, int a, int b, const Span& sp) {
+  const DType i64{DTypeCode::i64};
+  auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
+  auto B = [&](ir::BinOp o, int p, int q) { return bin(o, p, q, sp); };
+  auto halves = [&](int v) -> std::pair<int, int> {
+    v = to_type(v, kI32, sp);
+    if (nodes_[v].shape == Shape::Scalar) {
+      const Expr w = ir::cast(nodes_[v].scalar, i64, sp);
+      const Expr h = ir::binary(ir::BinOp::Shr, w, ir::int_imm(16, i64, sp), sp);
+      const int hi = leaf_scalar(ir::cast(h, kI32, sp));
+      return {hi, leaf_scalar(ir::cast(ir::arith::sub(w, ir::arith::mul(h, ir::int_imm(65536, i64, sp))), kI32, sp))};
+    }
+    const int hi = B(ir::BinOp::Shr, v, k32(16));
+    return {hi, B(ir::BinOp::Sub, v, B(ir::BinOp::Shl, hi, k32(16)))};
+  };
+  auto [ah, al] = halves(a);
+  auto [bh, bl] = halves(b);
+  const int t = B(op, al, bl);
+  const int th = B(ir::BinOp::Shr, t, k32(16));
+  const int r = B(ir::BinOp::Add, B(ir::BinOp::Shl, B(ir::BinOp::Add, B(op, ah, bh), th), k32(16)),
+                  B(ir::BinOp::Sub, t, B(ir::BinOp::Shl, th, k32(16))));
+  spans_.insert(r);
+  return r;
 }
 
 // hunt33 F2: int32 x // c and x % c (Python's floor rules) where the scalar c may leave int32. Inside
@@ -2815,6 +2921,9 @@ int MapLowering::build_uncached(const Expr& e) {
                                nodes_[past_scalar(x) ? y : x].shape != Shape::Scalar;
           if (past_op && (b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub))
             return add_sub_past_int32(b->op, x, y, is_wrapped(e), sp);
+          if (e->dtype == kI32 && (b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub) && is_wrapped(e) &&
+              (spans_.count(x) || spans_.count(y)))  // a wrapped product's sum (a hash: idx * 1103515245 + seed)
+            return wrapped_add(b->op, x, y, sp);
           if (e->dtype == kI32 && b->op == ir::BinOp::Sub && !past_op && nodes_[y].shape == Shape::Scalar &&
               nodes_[x].shape != Shape::Scalar && !nodes_[y].dtype.is_float()) {
             // hunt33 F9: x - c is printed Adds(x, -c), and -c is 2^31, past int32, where c = INT32_MIN (the
@@ -2843,7 +2952,7 @@ int MapLowering::build_uncached(const Expr& e) {
           if (past_op && b->op == ir::BinOp::Mul && !is_wrapped(e)) {
             // x * c seen unwrapped, c past int32: it fits only where x == 0. Muls(x, clamp(c)), then Muls by 2
             // where c is past: exact where c is inside int32 and x * c fits, a report where x * c leaves it
-            // (|x * clamp(c)| >= 2^31 - 1 where x != 0); wrapped, the Muls of the wrapped c is right modulo 2^32
+            // (|x * clamp(c)| >= 2^31 - 1 where x != 0); wrapped, wrapped_mul of the wrapped c (modulo 2^32, below)
             const DType i64{DTypeCode::i64};
             auto k64 = [&](int64_t v) { return ir::int_imm(v, i64, sp); };
             const Expr c = ir::cast(nodes_[past_scalar(x) ? x : y].scalar, i64, sp);
@@ -2854,6 +2963,9 @@ int MapLowering::build_uncached(const Expr& e) {
                         leaf_scalar(ir::cast(ir::arith::min(ir::arith::max(c, k64(INT32_MIN)), k64(INT32_MAX)), kI32, sp)), sp);
             return bin(ir::BinOp::Mul, r, leaf_scalar(ir::select(past, ir::int_imm(2, kI32, sp), ir::int_imm(1, kI32, sp), sp)), sp);
           }
+          if (e->dtype == kI32 && b->op == ir::BinOp::Mul && is_wrapped(e) &&
+              (nodes_[x].shape != Shape::Scalar || nodes_[y].shape != Shape::Scalar))
+            return wrapped_mul(x, y, sp);
           return bin(b->op, x, y, sp);
         }
         case ir::BinOp::Shl: case ir::BinOp::Shr: {  // int32 by a scalar count: ShiftLeft / ShiftRight
@@ -3366,6 +3478,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
                  st->value->kind != ir::ExprKind::Load && (has_load(st->value) || uses_var(st->value, vj()));
   nodes_.clear();
   memo_.clear();
+  spans_.clear();
   // The destination must be a tile element indexed by every loop variable.
   {
     for (const auto& i : st->indices)
