@@ -102,6 +102,7 @@ class Parser:
         self.shape_vars = {}         # symbolic dim name -> ir.Var
         self.blocks = []             # stack of statement lists being built
         self.loop_depth = 0
+        self.parallel_depth = 0  # T.Parallel loops around the statement being parsed
         self.stmt_markers = {}
         self.value_markers = {}
         self.update_markers = {}     # marker name -> hint (markers only valid as `x += marker(...)`)
@@ -1082,7 +1083,9 @@ class Parser:
             loops.append((var, self.to_ir(minv, dnode), self.to_ir(extent, dnode)))
             self.bind(n.id, value, "loop", n)
         self.loop_depth += 1
+        self.parallel_depth += kind == "parallel"
         body = self.body(node.body, node, new_scope=False)
+        self.parallel_depth -= kind == "parallel"
         self.loop_depth -= 1
         self.pop_scope()
         for var, mn, ext in reversed(loops):

@@ -576,6 +576,10 @@ class PrimFuncParser(Parser):
         accepts for a store); value: a tile (or a tile slice), or a scalar value added into the one
         element dst names (through a 1-element tile)."""
         a = self.call_args(node, "T.atomic_add", ["dst", "value"])
+        if self.parallel_depth:  # the verifier would name the 1-element tile's alloc, or a copy (hunt35 F2)
+            self.error(node, "T.atomic_add is not allowed inside a T.Parallel loop (a parallel loop is an elementwise map)",
+                       "add a whole tile after the map, e.g. T.atomic_add(Out[i, j0], tile), or add single elements "
+                       "in a T.serial loop")
         dst = self.operand_value(a["dst"])
         sp = self.span(node)
         v = self.expr(a["value"])
