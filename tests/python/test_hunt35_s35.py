@@ -105,6 +105,39 @@ def test_f1_control_whole_blocks():
     assert reports == [] and out.tolist() == ref.tolist()
 
 
+def _row_store():
+    """Y[0, j + n] = x[j]: a map storing into a tensor row at a run-time offset (hunt34 F3's store)."""
+    T = sw.T
+
+    @T.prim_func
+    def k(X: T.Tensor((8,), "float32"), N: T.Tensor((1,), "int32"), Y: T.Tensor((2, 8), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((8,), "float32")
+            T.copy(X, x)
+            n = N[0]
+            for j in T.Parallel(8):
+                Y[0, j + n] = x[j]
+    return k
+
+
+def _profile_row_store(n):
+    x, y = np.arange(1, 9, dtype=np.float32), np.zeros((2, 8), np.float32)
+    prof = sw.tw.compile(_row_store(), target=sw.ASC).profile(x, np.array([n], np.int32), y)
+    return y, prof["reports"]
+
+
+@pytest.mark.xfail(strict=True, reason=F1)
+def test_f1_map_store_past_its_row_is_reported():
+    # ascend910b drops Y[0, 8..10] (cpu writes them into row 1: Y[1, 0..2] = 6, 7, 8)
+    _, reports = _profile_row_store(3)
+    assert any("out of bounds" in r for r in reports), reports
+
+
+def test_f1_control_in_range_row_store():
+    y, reports = _profile_row_store(0)
+    assert reports == [] and y[0].tolist() == list(range(1, 9)) and not y[1].any()
+
+
 # --------------------------------------------------------------------------- F2: T.atomic_add inside T.Parallel
 # hunt35 F2 (fixed by h-hunt35): `T.atomic_add(Y[0, j + n], x[j])` in a T.Parallel map was refused as "alloc is not
 # allowed inside a parallel loop ... move the alloc out of the loop" (the scalar form's 1-element tile), and a tile
@@ -132,3 +165,54 @@ def test_f2_atomic_add_in_a_map_is_refused_by_name(scalar, target):
         sw.tw.compile(_atomic_in_map(scalar), target=target)
     assert "T.atomic_add is not allowed inside a T.Parallel loop" in e.value.message
     assert e.value.line > 0 and "T.serial" in e.value.hint
+
+
+# --------------------------------------------------------------------------- F3: postponed annotations of a factory
+# hunt35 F3 (fixed by h-hunt35): in a file with `from __future__ import annotations`, a factory's kernel annotated
+# with the factory's locals (`shape = (N,)`, `dtype`) that its body does not use failed with "name 'shape' is not
+# defined" (such names are no closure cells; Python evaluates postponed annotations in the defining scope).
+# @T.prim_func now evaluates them there; a global of the same name does not leak into the body.
+POSTPONED_FACTORY = '''from __future__ import annotations
+import tilewright as tw
+import tilewright.language as T
+
+shape = "a global the kernel must not see in its annotations"
+
+
+@tw.jit(out_idx=[-1])
+def double(N, dtype="float32"):
+    shape = (N,)
+
+    @T.prim_func
+    def main(X: T.Tensor(shape, dtype), Y: T.Tensor(shape, dtype)):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(N):
+                Y[i] = X[i] * 2
+    return main
+
+
+def plain(N):
+    shape, dt = (N, 2), "int32"
+
+    @T.prim_func
+    def main(X: T.Tensor(shape, dt), Y: T.Tensor(shape, dt)):
+        with T.Kernel(1) as bx:
+            T.copy(X, Y)
+    return main
+'''
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f3_postponed_annotations_name_factory_locals(tmp_path, target):
+    import importlib.util
+    path = tmp_path / "tw_hunt35_postponed.py"
+    path.write_text(POSTPONED_FACTORY)
+    spec = importlib.util.spec_from_file_location("tw_hunt35_postponed", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    x = np.arange(7, dtype=np.float16)
+    k = mod.double(7, "float16", target=target)
+    y = k(x) if target == "cpu" else k.profile(x).outputs
+    assert y.dtype == np.float16 and y.tolist() == (2 * x).tolist()
+    xi = np.arange(6, dtype=np.int32).reshape(3, 2)
+    assert sw.tw.compile(mod.plain(3), target="cpu", out_idx=[-1])(xi).tolist() == xi.tolist()

@@ -92,8 +92,8 @@ class Parser:
 
     style = ""  # "T.prim_func" or "tile loops", for messages
 
-    def __init__(self, fn):
-        self.src = Source(fn)
+    def __init__(self, fn, defining_locals=None):
+        self.src = Source(fn, defining_locals)
         self.fn = self.src.fn  # past decorators that keep __wrapped__
         self.scopes = [{}]           # innermost last: name -> Binding
         self.dead = {}               # names assigned in closed inner blocks -> node
@@ -1116,7 +1116,11 @@ class Parser:
             # a postponed annotation (a string of source) is evaluated here; a string that is a dtype
             # name ("float16", T.float16, a factory's dtype argument) is the annotation itself
             if isinstance(ann, str) and arg.annotation is not None and ir.canonical_dtype(ann) is None:
-                ann = self.expr(arg.annotation)
+                self.src.in_annotations = True
+                try:
+                    ann = self.expr(arg.annotation)
+                finally:
+                    self.src.in_annotations = False
             out.append((arg, ann, arg.annotation if arg.annotation is not None else arg))
         return out
 

@@ -23,8 +23,8 @@ _LOOPS = {"range": "serial", "T.serial": "serial", "T.Pipelined": "pipelined", "
 class PrimFuncParser(Parser):
     style = "T.prim_func"
 
-    def __init__(self, fn, out_idx=None):
-        super().__init__(fn)
+    def __init__(self, fn, out_idx=None, defining_locals=None):
+        super().__init__(fn, defining_locals)
         self.out_idx = out_idx
         self.stmt_markers = {
             "T.copy": self.op_copy, "T.atomic_add": self.op_atomic_add, "T.gemm": self.op_gemm, "T.fill": self.op_fill, "T.clear": self.op_clear,
