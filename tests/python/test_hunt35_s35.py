@@ -47,10 +47,8 @@ def _splitk_case(M, N, K, parts, dtype, blocks, trans_A, seed=0):
                    outs=lambda r, args: [args[2]])
 
 
-CASES = {  # small cases of the sweep's groups (hunt35_sweep.py)
+CASES = {  # small cases of the sweep's groups (hunt35_sweep.py; int8, num_stages 1..4 and the rest run there)
     "gemm bf16 transposed A and B, tiles inside a 3-stage loop, K 17": lambda: _gemm_case(33, 17, 17, "bfloat16", True, True, (16, 32, 16), 3, True),
-    "gemm int8 nn.Linear layout, K 65": lambda: _gemm_case(15, 31, 65, "int8", False, True, (16, 16, 32), 2, False),
-    "gemm fp16, 4 stages over K 1": lambda: _gemm_case(7, 17, 1, "float16", False, False, (16, 16, 16), 4, False),
     "tile-loop matmul fp16 K 17": lambda: _tileloop_case(17, 15, 17, "float16", (16, 16, 16)),
     "split-K in 5 parts, 3 of them empty, trans_A": lambda: _splitk_case(17, 3, 33, 5, "float16", (16, 16, 16), True),
 }
@@ -215,4 +213,5 @@ def test_f3_postponed_annotations_name_factory_locals(tmp_path, target):
     y = k(x) if target == "cpu" else k.profile(x).outputs
     assert y.dtype == np.float16 and y.tolist() == (2 * x).tolist()
     xi = np.arange(6, dtype=np.int32).reshape(3, 2)
-    assert sw.tw.compile(mod.plain(3), target="cpu", out_idx=[-1])(xi).tolist() == xi.tolist()
+    prof = sw.tw.compile(mod.plain(3), target=sw.ASC, out_idx=[-1]).profile(xi)
+    assert prof["reports"] == [] and prof.outputs.tolist() == xi.tolist()
