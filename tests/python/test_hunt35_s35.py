@@ -215,3 +215,30 @@ def test_f3_postponed_annotations_name_factory_locals(tmp_path, target):
     xi = np.arange(6, dtype=np.int32).reshape(3, 2)
     prof = sw.tw.compile(mod.plain(3), target=sw.ASC, out_idx=[-1]).profile(xi)
     assert prof["reports"] == [] and prof.outputs.tolist() == xi.tolist()
+
+
+def _add_guarded(block=64):
+    """The first kernel of docs/language.md for any N: the element accesses guarded by `< N`."""
+    T = sw.T
+    N = T.symbolic("N")
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block)) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < N:
+                    C[bx * block + i] = A[bx * block + i] + B[bx * block + i]
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f1_docs_first_kernel_guarded_for_any_n(target):
+    k = sw.tw.compile(_add_guarded(), target=target, out_idx=[-1])
+    for n in (1, 100, 129):
+        a, b = np.arange(n, dtype=np.float32), np.ones(n, np.float32)
+        if target == "cpu":
+            out, reports = k(a, b), []
+        else:
+            prof = k.profile(a, b)
+            out, reports = prof.outputs, prof["reports"]
+        assert reports == [] and out.tolist() == (a + b).tolist()
