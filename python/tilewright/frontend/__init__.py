@@ -33,14 +33,15 @@ def _parse(parser):
         ) from None
 
 
-def parse_prim_func(fn, out_idx=None):
+def parse_prim_func(fn, out_idx=None, defining_locals=None):
     """Build the IR kernel of an explicit-style function (``fn`` may also be a ``T.PrimFunc``).
 
     ``out_idx``: an index or list of indices of parameters that are outputs (negative counts from
-    the end), as in tilelang's ``out_idx``; default none.
+    the end), as in tilelang's ``out_idx``; default none. ``defining_locals``: the locals of the
+    scope that defined ``fn`` (names its postponed annotations may use; see Source).
     """
     fn = getattr(fn, "fn", fn)
-    return _parse(PrimFuncParser(fn, out_idx))
+    return _parse(PrimFuncParser(fn, out_idx, defining_locals))
 
 
 def parse_tile_loops(fn, arg_specs=None):

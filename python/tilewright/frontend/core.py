@@ -92,8 +92,8 @@ class Parser:
 
     style = ""  # "T.prim_func" or "tile loops", for messages
 
-    def __init__(self, fn):
-        self.src = Source(fn)
+    def __init__(self, fn, defining_locals=None):
+        self.src = Source(fn, defining_locals)
         self.fn = self.src.fn  # past decorators that keep __wrapped__
         self.scopes = [{}]           # innermost last: name -> Binding
         self.dead = {}               # names assigned in closed inner blocks -> node
@@ -102,6 +102,7 @@ class Parser:
         self.shape_vars = {}         # symbolic dim name -> ir.Var
         self.blocks = []             # stack of statement lists being built
         self.loop_depth = 0
+        self.parallel_depth = 0  # T.Parallel loops around the statement being parsed
         self.stmt_markers = {}
         self.value_markers = {}
         self.update_markers = {}     # marker name -> hint (markers only valid as `x += marker(...)`)
@@ -1083,7 +1084,9 @@ class Parser:
             loops.append((var, self.to_ir(minv, dnode), self.to_ir(extent, dnode)))
             self.bind(n.id, value, "loop", n)
         self.loop_depth += 1
+        self.parallel_depth += kind == "parallel"
         body = self.body(node.body, node, new_scope=False)
+        self.parallel_depth -= kind == "parallel"
         self.loop_depth -= 1
         self.pop_scope()
         for var, mn, ext in reversed(loops):
@@ -1114,7 +1117,11 @@ class Parser:
             # a postponed annotation (a string of source) is evaluated here; a string that is a dtype
             # name ("float16", T.float16, a factory's dtype argument) is the annotation itself
             if isinstance(ann, str) and arg.annotation is not None and ir.canonical_dtype(ann) is None:
-                ann = self.expr(arg.annotation)
+                self.src.in_annotations = True
+                try:
+                    ann = self.expr(arg.annotation)
+                finally:
+                    self.src.in_annotations = False
             out.append((arg, ann, arg.annotation if arg.annotation is not None else arg))
         return out
 

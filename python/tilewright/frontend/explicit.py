@@ -23,8 +23,8 @@ _LOOPS = {"range": "serial", "T.serial": "serial", "T.Pipelined": "pipelined", "
 class PrimFuncParser(Parser):
     style = "T.prim_func"
 
-    def __init__(self, fn, out_idx=None):
-        super().__init__(fn)
+    def __init__(self, fn, out_idx=None, defining_locals=None):
+        super().__init__(fn, defining_locals)
         self.out_idx = out_idx
         self.stmt_markers = {
             "T.copy": self.op_copy, "T.atomic_add": self.op_atomic_add, "T.gemm": self.op_gemm, "T.fill": self.op_fill, "T.clear": self.op_clear,
@@ -576,6 +576,10 @@ class PrimFuncParser(Parser):
         accepts for a store); value: a tile (or a tile slice), or a scalar value added into the one
         element dst names (through a 1-element tile)."""
         a = self.call_args(node, "T.atomic_add", ["dst", "value"])
+        if self.parallel_depth:  # the verifier would name the 1-element tile's alloc, or a copy (hunt35 F2)
+            self.error(node, "T.atomic_add is not allowed inside a T.Parallel loop (a parallel loop is an elementwise map)",
+                       "add a whole tile after the map, e.g. T.atomic_add(Out[i, j0], tile), or add single elements "
+                       "in a T.serial loop")
         dst = self.operand_value(a["dst"])
         sp = self.span(node)
         v = self.expr(a["value"])

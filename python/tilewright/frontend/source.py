@@ -35,7 +35,7 @@ class Source:
     """The parsed source of ``fn``. ``span(node)`` maps an AST node to ``(file, line, col)`` in the
     user's file (1-based), so every IR node and error points at the real location."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, defining_locals=None):
         fn = self.fn = kernel_function(fn)
         try:
             file = inspect.getsourcefile(fn) or inspect.getfile(fn)
@@ -67,7 +67,12 @@ class Source:
         if isinstance(fdef, ast.AsyncFunctionDef):
             self.error(fdef, "a kernel cannot be 'async def'", "remove 'async'")
 
-        # The Python scope the kernel body sees: closure cells, then globals, then builtins.
+        # The Python scope the kernel body sees: closure cells, then globals, then builtins. Postponed
+        # annotations (`from __future__ import annotations`) are evaluated in the defining scope, as
+        # Python would have: its locals (a factory's `shape`, no closure cell when the body does not
+        # use it) come first while `in_annotations` (hunt35 F3).
+        self.defining_locals = defining_locals or {}
+        self.in_annotations = False
         self.closure = {}
         code = getattr(fn, "__code__", None)
         if code is not None and fn.__closure__:
@@ -80,6 +85,8 @@ class Source:
 
     def lookup_python(self, name):
         """(found, value) for a name of the enclosing Python scope."""
+        if self.in_annotations and name in self.defining_locals:
+            return True, self.defining_locals[name]
         if name in self.closure:
             return True, self.closure[name]
         if name in self.globals:
