@@ -11,12 +11,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <list>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "runtime/cpu_launch.h"
@@ -361,16 +364,69 @@ fs::path temporaries_dir() {
   return tmp;
 }
 
+// The parts of tw_cpu/gemm_runtime.cpp (TW_GEMM_ONLY_PART), the longest compile first: float32,
+// bfloat16 and float16 gemm, the zero terms with the library's state, int8 gemm (6.0, 5.4, 5.0,
+// 3.9 and 1.3 CPU-s at -march=native on Zen 4; the whole file in one compile 18-20).
+constexpr int kRuntimeParts[] = {1, 3, 2, 0, 4};
+
 // Compiles the runtime library from the header directory (verified right before the compiler
-// reads it) into work_root()/tmp.
+// reads it) into work_root()/tmp: its parts in parallel on up to available_cpus() threads, then
+// linked into one library (--no-undefined: a part left out is a link error, not a library that
+// fails when a kernel loads it). A user's first gemm kernel waits for the longest parts instead of
+// the whole file (docs/performance.md, "Session 35: the gemm runtime library in parts").
 std::string build_runtime_library(const std::string& key, const std::string& arch) {
   const std::string include_dir = cpu_include_dir();
   const fs::path tmp = temporaries_dir();
-  const std::string lib = (tmp / (key.substr(0, 16) + "." + unique_suffix() + ".so")).string();
+  const std::string stem = (tmp / (key.substr(0, 16) + "." + unique_suffix())).string();
+  const std::string lib = stem + ".so";
   const std::string src = include_dir + "/tw_cpu/gemm_runtime.cpp";
   const std::string what = "the gemm runtime library (first compile with this compiler and CPU)";
+  constexpr int n = int(std::size(kRuntimeParts));
+  std::vector<std::string> objects;
+  for (int part : kRuntimeParts) objects.push_back(stem + ".part" + std::to_string(part) + ".o");
+  struct Remove {
+    const std::vector<std::string>& files;
+    ~Remove() {
+      std::error_code ec;
+      for (const auto& f : files) fs::remove(f, ec);
+    }
+  } remove_objects{objects};
+  std::vector<CompileResult> parts(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::atomic<int> next{0};
+  auto compile_parts = [&] {
+    for (int i; (i = next++) < n;) {
+      try {
+        parts[i] = compile_object(src, objects[i], {"-DTW_GEMM_ONLY_PART=" + std::to_string(kRuntimeParts[i])},
+                                  {include_dir}, arch);
+        if (!parts[i].ok) next = n;  // the first failure is reported: no further part is started
+      } catch (...) {  // an interrupt, or no compiler
+        errors[i] = std::current_exception();
+        next = n;
+      }
+    }
+  };
   auto t0 = std::chrono::steady_clock::now();
-  CompileResult r = compile_shared_object(src, lib, {"-Wl,-soname," + gemm_runtime_soname(arch)}, {include_dir}, {}, arch);
+  std::vector<std::thread> threads;
+  for (int t = 1; t < std::min(n, support::available_cpus()); ++t) {
+    try {
+      threads.emplace_back(compile_parts);
+    } catch (const std::system_error&) {  // no thread to be had: the parts left run on the threads started
+      break;
+    }
+  }
+  compile_parts();
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  for (const auto& r : parts) {
+    if (r.argv.empty()) continue;  // not started: an earlier part failed
+    if (!r.ok) compile_failed(r, what, {}, src, /*own_src=*/false, lib, arch);
+    std::string cmd;
+    for (const auto& a : r.argv) cmd += (cmd.empty() ? "" : " ") + a;
+    log(LogLevel::debug, "compiler command: " + cmd);
+  }
+  CompileResult r = link_shared_object(objects, lib, {"-Wl,-soname," + gemm_runtime_soname(arch), "-Wl,--no-undefined"});
   log_compile(r, what, t0);
   if (!r.ok) compile_failed(r, what, {}, src, /*own_src=*/false, lib, arch);
   return lib;

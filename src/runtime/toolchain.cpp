@@ -437,6 +437,28 @@ CompileResult run_compiler(std::vector<std::string> args) {
     return r;
 }
 
+// Runs the host compiler with `args`, which write `output_path`: on an interrupt whatever the ended
+// compiler wrote is removed (the caller removes its inputs); success without a written output is a
+// failure.
+CompileResult build_output(std::vector<std::string> args, const std::string& output_path, const char* what) {
+    CompileResult r;
+    try {
+        r = run_compiler(std::move(args));
+    } catch (const support::Interrupted&) {
+        ::unlink(output_path.c_str());
+        throw;
+    }
+    // A "compiler" that succeeds without writing its output (TW_CXX a wrapper that drops it) failed
+    // here, not later in the cache's publish with an error about a staged file (h-rel17 F7).
+    struct stat st;
+    if (r.ok && (::stat(output_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)) {
+        r.ok = false;
+        r.log += std::string(r.log.empty() ? "" : "\n") + "the compiler exited with status 0 but wrote no " + what + " '" +
+                 output_path + "'";
+    }
+    return r;
+}
+
 }  // namespace
 
 CompileResult compile_shared_object(const std::string& source_path,
@@ -452,22 +474,31 @@ CompileResult compile_shared_object(const std::string& source_path,
     args.push_back(output_path);
     args.push_back(source_path);
     args.insert(args.end(), link_inputs.begin(), link_inputs.end());
-    CompileResult r;
-    try {
-        r = run_compiler(std::move(args));
-    } catch (const support::Interrupted&) {
-        ::unlink(output_path.c_str());  // whatever the ended compiler wrote (the caller removes the source)
-        throw;
-    }
-    // A "compiler" that succeeds without writing its output (TW_CXX a wrapper that drops it) failed
-    // here, not later in the cache's publish with an error about a staged file (h-rel17 F7).
-    struct stat st;
-    if (r.ok && (::stat(output_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)) {
-        r.ok = false;
-        r.log += (r.log.empty() ? "" : "\n") + std::string("the compiler exited with status 0 but wrote no library '") +
-                 output_path + "'";
-    }
-    return r;
+    return build_output(std::move(args), output_path, "library");
+}
+
+CompileResult compile_object(const std::string& source_path, const std::string& output_path,
+                             const std::vector<std::string>& extra_flags,
+                             const std::vector<std::string>& include_dirs, const std::string& arch) {
+    std::vector<std::string> args = default_compile_flags(arch);
+    std::erase(args, "-shared");
+    args.push_back("-c");
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+    for (const auto& d : include_dirs) args.push_back("-I" + d);
+    args.push_back("-o");
+    args.push_back(output_path);
+    args.push_back(source_path);
+    return build_output(std::move(args), output_path, "object file");
+}
+
+CompileResult link_shared_object(const std::vector<std::string>& objects, const std::string& output_path,
+                                 const std::vector<std::string>& extra_flags) {
+    std::vector<std::string> args{"-shared"};
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+    args.push_back("-o");
+    args.push_back(output_path);
+    args.insert(args.end(), objects.begin(), objects.end());
+    return build_output(std::move(args), output_path, "library");
 }
 
 // ---- SharedLibrary ----

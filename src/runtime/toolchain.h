@@ -63,6 +63,17 @@ CompileResult compile_shared_object(const std::string& source_path,
                                     const std::vector<std::string>& link_inputs = {},
                                     const std::string& arch = cpu_arch());
 
+// compile_shared_object's command with -c instead of -shared (no link inputs): one translation
+// unit of a library linked by link_shared_object.
+CompileResult compile_object(const std::string& source_path, const std::string& output_path,
+                             const std::vector<std::string>& extra_flags,
+                             const std::vector<std::string>& include_dirs, const std::string& arch = cpu_arch());
+
+// Runs: <host_compiler().path> -shared <extra_flags> -o <output> <objects>... (objects made by
+// compile_object). Never throws for link errors, as compile_shared_object.
+CompileResult link_shared_object(const std::vector<std::string>& objects, const std::string& output_path,
+                                 const std::vector<std::string>& extra_flags);
+
 struct ProcessResult {
     int exit_code = -1;      // -1 if the program could not be started or died by a signal
     std::string output;      // stdout + stderr
