@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -364,16 +365,35 @@ fs::path temporaries_dir() {
   return tmp;
 }
 
-// The parts of tw_cpu/gemm_runtime.cpp (TW_GEMM_ONLY_PART), the longest compile first: float32,
-// bfloat16 and float16 gemm, the zero terms with the library's state, int8 gemm (6.0, 5.4, 5.0,
-// 3.9 and 1.3 CPU-s at -march=native on Zen 4; the whole file in one compile 18-20).
-constexpr int kRuntimeParts[] = {1, 3, 2, 0, 4};
+// The parts of tw_cpu/gemm_runtime.cpp and the CPU-s of compiling each alone (-march=native, g++
+// 12, Zen 4), the longest first: float32, bfloat16 and float16 gemm, the zero terms with the
+// library's state, int8 gemm. The whole file in one compile: 18-20 CPU-s.
+struct RuntimePart {
+  int part;
+  double cpu_s;
+};
+constexpr RuntimePart kRuntimeParts[] = {{1, 6.0}, {3, 5.4}, {2, 5.0}, {0, 3.9}, {4, 1.3}};
+
+// The parts grouped into one translation unit per CPU (at most one per part), each part to the
+// group with the least work so far (the longest first): the TW_GEMM_PARTS masks. One CPU: the
+// whole file in one compile, as a single TU costs least; each further group adds ~0.5 CPU-s of
+// parsing and the templates two groups share.
+std::vector<int> runtime_part_groups(int cpus) {
+  std::vector<int> masks(std::clamp(cpus, 1, int(std::size(kRuntimeParts))), 0);
+  std::vector<double> work(masks.size(), 0.0);
+  for (const auto& p : kRuntimeParts) {
+    const auto g = std::min_element(work.begin(), work.end()) - work.begin();
+    masks[g] |= 1 << p.part;
+    work[g] += p.cpu_s;
+  }
+  return masks;
+}
 
 // Compiles the runtime library from the header directory (verified right before the compiler
-// reads it) into work_root()/tmp: its parts in parallel on up to available_cpus() threads, then
-// linked into one library (--no-undefined: a part left out is a link error, not a library that
-// fails when a kernel loads it). A user's first gemm kernel waits for the longest parts instead of
-// the whole file (docs/performance.md, "Session 35: the gemm runtime library in parts").
+// reads it) into work_root()/tmp: its part groups in parallel, one thread each, then linked into
+// one library (--no-undefined: a part left out is a link error, not a library that fails when a
+// kernel loads it). A user's first gemm kernel waits for the largest group instead of the whole
+// file (docs/performance.md, "Session 35: the gemm runtime library in parts").
 std::string build_runtime_library(const std::string& key, const std::string& arch) {
   const std::string include_dir = cpu_include_dir();
   const fs::path tmp = temporaries_dir();
@@ -381,9 +401,10 @@ std::string build_runtime_library(const std::string& key, const std::string& arc
   const std::string lib = stem + ".so";
   const std::string src = include_dir + "/tw_cpu/gemm_runtime.cpp";
   const std::string what = "the gemm runtime library (first compile with this compiler and CPU)";
-  constexpr int n = int(std::size(kRuntimeParts));
+  const std::vector<int> groups = runtime_part_groups(support::available_cpus());
+  const int n = int(groups.size());
   std::vector<std::string> objects;
-  for (int part : kRuntimeParts) objects.push_back(stem + ".part" + std::to_string(part) + ".o");
+  for (int mask : groups) objects.push_back(stem + ".parts" + std::to_string(mask) + ".o");
   struct Remove {
     const std::vector<std::string>& files;
     ~Remove() {
@@ -397,9 +418,9 @@ std::string build_runtime_library(const std::string& key, const std::string& arc
   auto compile_parts = [&] {
     for (int i; (i = next++) < n;) {
       try {
-        parts[i] = compile_object(src, objects[i], {"-DTW_GEMM_ONLY_PART=" + std::to_string(kRuntimeParts[i])},
-                                  {include_dir}, arch);
-        if (!parts[i].ok) next = n;  // the first failure is reported: no further part is started
+        parts[i] = compile_object(src, objects[i], {"-DTW_GEMM_PARTS=" + std::to_string(groups[i])}, {include_dir},
+                                  arch);
+        if (!parts[i].ok) next = n;  // the first failure is reported: no further group is started
       } catch (...) {  // an interrupt, or no compiler
         errors[i] = std::current_exception();
         next = n;
@@ -408,7 +429,7 @@ std::string build_runtime_library(const std::string& key, const std::string& arc
   };
   auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
-  for (int t = 1; t < std::min(n, support::available_cpus()); ++t) {
+  for (int t = 1; t < n; ++t) {
     try {
       threads.emplace_back(compile_parts);
     } catch (const std::system_error&) {  // no thread to be had: the parts left run on the threads started

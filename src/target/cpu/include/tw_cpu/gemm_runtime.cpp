@@ -8,17 +8,18 @@
 
 #include <stdio.h>
 
-// The runtime compiles this file in five parts, TW_GEMM_ONLY_PART=0..4 (the order and the measured
-// cost of each: kRuntimeParts in src/runtime/cpu_executable.cpp), in parallel, and links their
-// objects into the one library; without TW_GEMM_ONLY_PART (the C++ tests) it is the whole library.
-// Part 0 holds the library's own state (g_launch_epoch) and the zero terms; every other part one
-// dtype's gemm_run. The state of gemm_impl.h (scratch, packed-operand caches) is in inline
-// functions' statics, one copy in the linked library whichever parts use it.
-#if defined(TW_GEMM_ONLY_PART)
-#if TW_GEMM_ONLY_PART < 0 || TW_GEMM_ONLY_PART > 4
-#error "tw_cpu/gemm_runtime.cpp has parts 0 to 4"
+// Five parts: 0 the library's own state (g_launch_epoch, the AMX setup) and the zero terms, 1-4
+// one dtype's gemm_run each (float32, float16, bfloat16, int8). The runtime compiles the file as
+// up to one translation unit per CPU, each with TW_GEMM_PARTS = the bit mask of its parts
+// (kRuntimeParts in src/runtime/cpu_executable.cpp: their costs, the grouping), in parallel, and
+// links the objects into the one library; without TW_GEMM_PARTS (the C++ tests) it is all five.
+// gemm_impl.h's state (scratch, packed-operand caches) lives in inline functions' statics: one
+// copy in the linked library whichever parts use it.
+#if defined(TW_GEMM_PARTS)
+#if TW_GEMM_PARTS < 1 || TW_GEMM_PARTS > 31
+#error "TW_GEMM_PARTS is a mask of tw_cpu/gemm_runtime.cpp's parts 0 to 4"
 #endif
-#define TW_GEMM_PART(k) (TW_GEMM_ONLY_PART == (k))
+#define TW_GEMM_PART(k) ((TW_GEMM_PARTS >> (k)) & 1)
 #else
 #define TW_GEMM_PART(k) 1
 #endif
