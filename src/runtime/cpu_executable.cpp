@@ -413,17 +413,21 @@ std::string build_runtime_library(const std::string& key, const std::string& arc
     }
   } remove_objects{objects};
   std::vector<CompileResult> parts(n);
-  std::vector<std::exception_ptr> errors(n);
+  std::exception_ptr error;  // the first thrown (an interrupt, or no compiler): it ends the other compiles
+  std::mutex error_mu;
+  std::atomic<bool> cancel{false};
   std::atomic<int> next{0};
   auto compile_parts = [&] {
     for (int i; (i = next++) < n;) {
       try {
         parts[i] = compile_object(src, objects[i], {"-DTW_GEMM_PARTS=" + std::to_string(groups[i])}, {include_dir},
-                                  arch);
+                                  arch, &cancel);
         if (!parts[i].ok) next = n;  // the first failure is reported: no further group is started
-      } catch (...) {  // an interrupt, or no compiler
-        errors[i] = std::current_exception();
+      } catch (...) {
+        std::lock_guard<std::mutex> g(error_mu);
+        if (!error) error = std::current_exception();
         next = n;
+        cancel = true;  // Python's signal handlers run on the main thread only: this thread's compile saw it
       }
     }
   };
@@ -438,8 +442,7 @@ std::string build_runtime_library(const std::string& key, const std::string& arc
   }
   compile_parts();
   for (auto& t : threads) t.join();
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  if (error) std::rethrow_exception(error);
   for (const auto& r : parts) {
     if (r.argv.empty()) continue;  // not started: an earlier part failed
     if (!r.ok) compile_failed(r, what, {}, src, /*own_src=*/false, lib, arch);
