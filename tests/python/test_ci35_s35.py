@@ -9,25 +9,7 @@ import sys
 import textwrap
 import time
 
-CHILD = textwrap.dedent("""
-    import numpy as np
-    import tilewright as tw
-    import tilewright.language as T
-
-    @T.prim_func
-    def g(A: T.Tensor((32, 32), "float32"), B: T.Tensor((32, 32), "float32"), C: T.Tensor((32, 32), "float32")):
-        with T.Kernel(1, 1) as (bx, by):
-            a = T.alloc_shared((32, 32), "float32")
-            b = T.alloc_shared((32, 32), "float32")
-            c = T.alloc_fragment((32, 32), "float32")
-            T.clear(c)
-            T.copy(A[0, 0], a)
-            T.copy(B[0, 0], b)
-            T.gemm(a, b, c)
-            T.copy(c, C[0, 0])
-
-    tw.compile(g, out_idx=[-1])
-""")
+from test_gemm_runtime_library import CHILD  # a gemm kernel compiled and checked in a child
 
 
 def test_an_interrupt_ends_every_compile_of_the_runtime_library(tmp_path):
@@ -48,7 +30,8 @@ def test_an_interrupt_ends_every_compile_of_the_runtime_library(tmp_path):
     (tmp_path / "child.py").write_text(CHILD)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
     env.update(TW_CACHE_DIR=str(tmp_path / "cache"), TW_CXX=str(cxx))
-    p = subprocess.Popen([sys.executable, str(tmp_path / "child.py")], env=env, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, str(tmp_path / "child.py"), "float32", "32", "32", "32"], env=env,
+                         stderr=subprocess.PIPE, text=True)
     try:
         groups = min(5, len(os.sched_getaffinity(0)))
         deadline = time.monotonic() + 300  # a hang detector, not a timing
