@@ -5,18 +5,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <list>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "runtime/cpu_launch.h"
@@ -361,16 +365,92 @@ fs::path temporaries_dir() {
   return tmp;
 }
 
+// The parts of tw_cpu/gemm_runtime.cpp and the CPU-s of compiling each alone (-march=native, g++
+// 12, Zen 4), the longest first: float32, bfloat16 and float16 gemm, the zero terms with the
+// library's state, int8 gemm. The whole file in one compile: 18-20 CPU-s.
+struct RuntimePart {
+  int part;
+  double cpu_s;
+};
+constexpr RuntimePart kRuntimeParts[] = {{1, 6.0}, {3, 5.4}, {2, 5.0}, {0, 3.9}, {4, 1.3}};
+
+// The parts grouped into one translation unit per CPU (at most one per part), each part to the
+// group with the least work so far (the longest first): the TW_GEMM_PARTS masks. One CPU: the
+// whole file in one compile, as a single TU costs least; each further group adds ~0.5 CPU-s of
+// parsing and the templates two groups share.
+std::vector<int> runtime_part_groups(int cpus) {
+  std::vector<int> masks(std::clamp(cpus, 1, int(std::size(kRuntimeParts))), 0);
+  std::vector<double> work(masks.size(), 0.0);
+  for (const auto& p : kRuntimeParts) {
+    const auto g = std::min_element(work.begin(), work.end()) - work.begin();
+    masks[g] |= 1 << p.part;
+    work[g] += p.cpu_s;
+  }
+  return masks;
+}
+
 // Compiles the runtime library from the header directory (verified right before the compiler
-// reads it) into work_root()/tmp.
+// reads it) into work_root()/tmp: its part groups in parallel, one thread each, then linked into
+// one library (--no-undefined: a part left out is a link error, not a library that fails when a
+// kernel loads it). A user's first gemm kernel waits for the largest group instead of the whole
+// file (docs/performance.md, "Session 35: the gemm runtime library in parts").
 std::string build_runtime_library(const std::string& key, const std::string& arch) {
   const std::string include_dir = cpu_include_dir();
   const fs::path tmp = temporaries_dir();
-  const std::string lib = (tmp / (key.substr(0, 16) + "." + unique_suffix() + ".so")).string();
+  const std::string stem = (tmp / (key.substr(0, 16) + "." + unique_suffix())).string();
+  const std::string lib = stem + ".so";
   const std::string src = include_dir + "/tw_cpu/gemm_runtime.cpp";
   const std::string what = "the gemm runtime library (first compile with this compiler and CPU)";
+  const std::vector<int> groups = runtime_part_groups(support::available_cpus());
+  const int n = int(groups.size());
+  std::vector<std::string> objects;
+  for (int mask : groups) objects.push_back(stem + ".parts" + std::to_string(mask) + ".o");
+  struct Remove {
+    const std::vector<std::string>& files;
+    ~Remove() {
+      std::error_code ec;
+      for (const auto& f : files) fs::remove(f, ec);
+    }
+  } remove_objects{objects};
+  std::vector<CompileResult> parts(n);
+  std::exception_ptr error;  // the first thrown (an interrupt, or no compiler): it ends the other compiles
+  std::mutex error_mu;
+  std::atomic<bool> cancel{false};
+  std::atomic<int> next{0};
+  auto compile_parts = [&] {
+    for (int i; (i = next++) < n;) {
+      try {
+        parts[i] = compile_object(src, objects[i], {"-DTW_GEMM_PARTS=" + std::to_string(groups[i])}, {include_dir},
+                                  arch, &cancel);
+        if (!parts[i].ok) next = n;  // the first failure is reported: no further group is started
+      } catch (...) {
+        std::lock_guard<std::mutex> g(error_mu);
+        if (!error) error = std::current_exception();
+        next = n;
+        cancel = true;  // Python's signal handlers run on the main thread only: this thread's compile saw it
+      }
+    }
+  };
   auto t0 = std::chrono::steady_clock::now();
-  CompileResult r = compile_shared_object(src, lib, {"-Wl,-soname," + gemm_runtime_soname(arch)}, {include_dir}, {}, arch);
+  std::vector<std::thread> threads;
+  for (int t = 1; t < n; ++t) {
+    try {
+      threads.emplace_back(compile_parts);
+    } catch (const std::system_error&) {  // no thread to be had: the parts left run on the threads started
+      break;
+    }
+  }
+  compile_parts();
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+  for (const auto& r : parts) {
+    if (r.argv.empty()) continue;  // not started: an earlier part failed
+    if (!r.ok) compile_failed(r, what, {}, src, /*own_src=*/false, lib, arch);
+    std::string cmd;
+    for (const auto& a : r.argv) cmd += (cmd.empty() ? "" : " ") + a;
+    log(LogLevel::debug, "compiler command: " + cmd);
+  }
+  CompileResult r = link_shared_object(objects, lib, {"-Wl,-soname," + gemm_runtime_soname(arch), "-Wl,--no-undefined"});
   log_compile(r, what, t0);
   if (!r.ok) compile_failed(r, what, {}, src, /*own_src=*/false, lib, arch);
   return lib;

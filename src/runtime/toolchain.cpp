@@ -160,7 +160,7 @@ pid_t spawn_compiler(const char* path, char* const* argv, int out_fd, int* error
 
 }  // namespace
 
-ProcessResult run_process(const std::vector<std::string>& argv) {
+ProcessResult run_process(const std::vector<std::string>& argv, const std::atomic<bool>* cancel) {
     ProcessResult r;
     if (argv.empty()) {
         r.error = "run_process: empty argv";
@@ -200,7 +200,7 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
         pollfd pfd{fds[0], POLLIN, 0};
         int n = poll(&pfd, 1, 100);
         if (n < 0 && errno != EINTR) break;
-        if (support::interrupt_requested(epoch)) {
+        if (support::interrupt_requested(epoch) || (cancel && cancel->load())) {
             kill(-pid, SIGTERM);
             int status = 0;
             for (int i = 0; i < 200 && waitpid(pid, &status, WNOHANG) == 0; ++i) usleep(10000);
@@ -425,15 +425,38 @@ std::vector<std::string> default_compile_flags(const std::string& arch) {
 namespace {
 
 // Runs the host compiler with `argv` (after the compiler's path) and collects the result.
-CompileResult run_compiler(std::vector<std::string> args) {
+CompileResult run_compiler(std::vector<std::string> args, const std::atomic<bool>* cancel = nullptr) {
     CompileResult r;
     r.argv.push_back(host_compiler().path);
     r.argv.insert(r.argv.end(), std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
-    ProcessResult pr = run_process(r.argv);
+    ProcessResult pr = run_process(r.argv, cancel);
     r.log = std::move(pr.output);
     if (!pr.error.empty()) r.log += (r.log.empty() ? "" : "\n") + pr.error;
     r.exit_code = pr.exit_code;
     r.ok = pr.error.empty() && pr.exit_code == 0;
+    return r;
+}
+
+// Runs the host compiler with `args`, which write `output_path`: on an interrupt whatever the ended
+// compiler wrote is removed (the caller removes its inputs); success without a written output is a
+// failure.
+CompileResult build_output(std::vector<std::string> args, const std::string& output_path, const char* what,
+                           const std::atomic<bool>* cancel = nullptr) {
+    CompileResult r;
+    try {
+        r = run_compiler(std::move(args), cancel);
+    } catch (const support::Interrupted&) {
+        ::unlink(output_path.c_str());
+        throw;
+    }
+    // A "compiler" that succeeds without writing its output (TW_CXX a wrapper that drops it) failed
+    // here, not later in the cache's publish with an error about a staged file (h-rel17 F7).
+    struct stat st;
+    if (r.ok && (::stat(output_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)) {
+        r.ok = false;
+        r.log += std::string(r.log.empty() ? "" : "\n") + "the compiler exited with status 0 but wrote no " + what + " '" +
+                 output_path + "'";
+    }
     return r;
 }
 
@@ -452,22 +475,32 @@ CompileResult compile_shared_object(const std::string& source_path,
     args.push_back(output_path);
     args.push_back(source_path);
     args.insert(args.end(), link_inputs.begin(), link_inputs.end());
-    CompileResult r;
-    try {
-        r = run_compiler(std::move(args));
-    } catch (const support::Interrupted&) {
-        ::unlink(output_path.c_str());  // whatever the ended compiler wrote (the caller removes the source)
-        throw;
-    }
-    // A "compiler" that succeeds without writing its output (TW_CXX a wrapper that drops it) failed
-    // here, not later in the cache's publish with an error about a staged file (h-rel17 F7).
-    struct stat st;
-    if (r.ok && (::stat(output_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)) {
-        r.ok = false;
-        r.log += (r.log.empty() ? "" : "\n") + std::string("the compiler exited with status 0 but wrote no library '") +
-                 output_path + "'";
-    }
-    return r;
+    return build_output(std::move(args), output_path, "library");
+}
+
+CompileResult compile_object(const std::string& source_path, const std::string& output_path,
+                             const std::vector<std::string>& extra_flags,
+                             const std::vector<std::string>& include_dirs, const std::string& arch,
+                             const std::atomic<bool>* cancel) {
+    std::vector<std::string> args = default_compile_flags(arch);
+    std::erase(args, "-shared");
+    args.push_back("-c");
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+    for (const auto& d : include_dirs) args.push_back("-I" + d);
+    args.push_back("-o");
+    args.push_back(output_path);
+    args.push_back(source_path);
+    return build_output(std::move(args), output_path, "object file", cancel);
+}
+
+CompileResult link_shared_object(const std::vector<std::string>& objects, const std::string& output_path,
+                                 const std::vector<std::string>& extra_flags) {
+    std::vector<std::string> args{"-shared"};
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+    args.push_back("-o");
+    args.push_back(output_path);
+    args.insert(args.end(), objects.begin(), objects.end());
+    return build_output(std::move(args), output_path, "library");
 }
 
 // ---- SharedLibrary ----

@@ -2,6 +2,8 @@
 // translation unit into a shared object (argv via clone + execve, never a shell), dlopen it.
 #pragma once
 
+#include <atomic>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +65,19 @@ CompileResult compile_shared_object(const std::string& source_path,
                                     const std::vector<std::string>& link_inputs = {},
                                     const std::string& arch = cpu_arch());
 
+// compile_shared_object's command with -c instead of -shared (no link inputs): one translation
+// unit of a library linked by link_shared_object.
+// `cancel` set by another thread ends it as an interrupt does (Interrupted thrown).
+CompileResult compile_object(const std::string& source_path, const std::string& output_path,
+                             const std::vector<std::string>& extra_flags,
+                             const std::vector<std::string>& include_dirs, const std::string& arch = cpu_arch(),
+                             const std::atomic<bool>* cancel = nullptr);
+
+// Runs: <host_compiler().path> -shared <extra_flags> -o <output> <objects>... (objects made by
+// compile_object). Never throws for link errors, as compile_shared_object.
+CompileResult link_shared_object(const std::vector<std::string>& objects, const std::string& output_path,
+                                 const std::vector<std::string>& extra_flags);
+
 struct ProcessResult {
     int exit_code = -1;      // -1 if the program could not be started or died by a signal
     std::string output;      // stdout + stderr
@@ -74,7 +89,7 @@ struct ProcessResult {
 // the calling thread does, so a process killed while it compiles takes its compiler driver along;
 // the driver's own children, cc1plus, run to their end). Throws support::Interrupted (after ending the group) when the interrupt check
 // (support/interrupt.h) reports an interrupt.
-ProcessResult run_process(const std::vector<std::string>& argv);
+ProcessResult run_process(const std::vector<std::string>& argv, const std::atomic<bool>* cancel = nullptr);
 
 // RAII handle over dlopen(RTLD_NOW | RTLD_LOCAL). Movable, not copyable.
 class SharedLibrary {

@@ -7,6 +7,7 @@ there but is not about building it gets a copy of one built once per run (tw_tes
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -109,18 +110,20 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def run(tmp_path, cache, kind, M=70, N=45, K=100, extra=None):
+def run(tmp_path, cache, kind, M=70, N=45, K=100, extra=None, cpus=None):
     child = tmp_path / "child.py"
     if not child.exists():
         child.write_text(CHILD)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
     env.update({"TW_CACHE_DIR": str(cache), "TW_VERBOSE": "1"}, **(extra or {}))
     p = subprocess.run([PY, str(child), kind, str(M), str(N), str(K)], env=env, capture_output=True, text=True,
-                       timeout=600)
+                       timeout=600, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["ok"], f"{kind} {M}x{N}x{K}: wrong results"
     r["built_runtime"] = "compiled the gemm runtime library" in p.stderr
+    # the translation units it was built from: the TW_GEMM_PARTS mask of each (TW_VERBOSE logs the commands)
+    r["part_masks"] = sorted(int(m) for m in re.findall(r"-DTW_GEMM_PARTS=(\d+) ", p.stderr))
     r["stderr"] = p.stderr
     return r
 
@@ -149,6 +152,10 @@ def test_built_once_cached_and_linked_only_by_gemm_kernels(tmp_path):
     assert not r["built_runtime"] and runtime_entries(cache) == []
     r = run(tmp_path, cache, "float32")  # the first gemm kernel builds it
     assert r["built_runtime"] and not r["disk"]
+    # in one translation unit per CPU (at most 5, the file's parts), each of the parts in exactly one of them
+    masks = r["part_masks"]
+    assert len(masks) == min(5, len(os.sched_getaffinity(0))) and sum(masks) == 31, masks
+    assert all(a & b == 0 for i, a in enumerate(masks) for b in masks[i + 1:]), masks
     (obj,) = runtime_entries(cache)
     inode = os.stat(obj).st_ino
     # other gemm kernels (other shapes, other dtypes), in new processes, link the cached library
@@ -237,8 +244,11 @@ def test_a_frozen_cache_refuses_to_rebuild_it(tmp_path, tmp_path_factory):
 def test_cache_disabled_builds_it_once_per_process(tmp_path):
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    r = run(tmp_path, tmp_path / "unused", "float32", extra={"TW_CACHE_DISABLE": "1", "TMPDIR": str(tmpdir)})
-    assert r["built_runtime"] and not r["disk"]
+    # on one CPU: the whole file in one translation unit (the C++ tests' build of it)
+    one_cpu = {min(os.sched_getaffinity(0))}
+    r = run(tmp_path, tmp_path / "unused", "float32", extra={"TW_CACHE_DISABLE": "1", "TMPDIR": str(tmpdir)},
+            cpus=one_cpu)
+    assert r["built_runtime"] and not r["disk"] and r["part_masks"] == [31], r["part_masks"]
     assert os.listdir(tmpdir) == [], "the private temp dir (library included) is removed at exit"
 
 

@@ -8,10 +8,28 @@
 
 #include <stdio.h>
 
+// Five parts: 0 the library's own state (g_launch_epoch, the AMX setup) and the zero terms, 1-4
+// one dtype's gemm_run each (float32, float16, bfloat16, int8). The runtime compiles the file as
+// up to one translation unit per CPU, each with TW_GEMM_PARTS = the bit mask of its parts
+// (kRuntimeParts in src/runtime/cpu_executable.cpp: their costs, the grouping), in parallel, and
+// links the objects into the one library; without TW_GEMM_PARTS (the C++ tests) it is all five.
+// gemm_impl.h's state (scratch, packed-operand caches) lives in inline functions' statics: one
+// copy in the linked library whichever parts use it.
+#if defined(TW_GEMM_PARTS)
+#if TW_GEMM_PARTS < 1 || TW_GEMM_PARTS > 31
+#error "TW_GEMM_PARTS is a mask of tw_cpu/gemm_runtime.cpp's parts 0 to 4"
+#endif
+#define TW_GEMM_PART(k) ((TW_GEMM_PARTS >> (k)) & 1)
+#else
+#define TW_GEMM_PART(k) 1
+#endif
+
 namespace tw_cpu {
 namespace detail {
 
+#if TW_GEMM_PART(0)
 uint64_t g_launch_epoch = 1;
+#endif
 
 namespace {
 // the paths other than gemm_small: next_b's strip (op(B)'s shape) prefetched all at once, first
@@ -22,6 +40,7 @@ void prefetch_next_b(int N, int K, const T* next_b, long next_ldb, bool transB) 
 }
 }  // namespace
 
+#if TW_GEMM_PART(1)
 void gemm_run(int M, int N, int K, const float* A, long lda, bool transA, const float* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
               long b_col, long b_width, const float* next_b, long next_ldb, Band band) {
@@ -33,6 +52,8 @@ void gemm_run(int M, int N, int K, const float* A, long lda, bool transA, const 
   gemm_f32<float>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable,
                   b_col, b_width, band);
 }
+#endif
+#if TW_GEMM_PART(2)
 void gemm_run(int M, int N, int K, const f16* A, long lda, bool transA, const f16* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
               long /*b_col*/, long /*b_width*/, const f16* next_b, long next_ldb, Band band) {
@@ -41,6 +62,8 @@ void gemm_run(int M, int N, int K, const f16* A, long lda, bool transA, const f1
   prefetch_next_b(N, K, next_b, next_ldb, transB);
   gemm_f32<f16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable, -1, 0, band);
 }
+#endif
+#if TW_GEMM_PART(3)
 void gemm_run(int M, int N, int K, const bf16* A, long lda, bool transA, const bf16* B, long ldb,
               bool transB, float* C, long ldc, bool accumulate, bool a_stable, bool b_stable,
               long /*b_col*/, long /*b_width*/, const bf16* next_b, long next_ldb, Band band) {
@@ -56,6 +79,8 @@ void gemm_run(int M, int N, int K, const bf16* A, long lda, bool transA, const b
   prefetch_next_b(N, K, next_b, next_ldb, transB);
   gemm_f32<bf16>(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable, -1, 0, band);
 }
+#endif
+#if TW_GEMM_PART(4)
 void gemm_run(int M, int N, int K, const int8_t* A, long lda, bool transA, const int8_t* B,
               long ldb, bool transB, int32_t* C, long ldc, bool accumulate, bool a_stable,
               bool b_stable, long /*b_col*/, long /*b_width*/, const int8_t* next_b, long next_ldb, Band /*band*/) {
@@ -66,8 +91,10 @@ void gemm_run(int M, int N, int K, const int8_t* A, long lda, bool transA, const
   gemm_i8(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, accumulate, a_stable, b_stable);
 }
 
+#endif
 }  // namespace detail
 
+#if TW_GEMM_PART(0)
 #define TW_ZERO_TERMS(T)                                                                                  \
   void gemm_zero_terms(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, bool ta, int64_t am0,   \
                        int64_t am1, int64_t ak0, int64_t ak1, const T* B, int64_t ldb, bool tb, int64_t bk0, \
@@ -78,9 +105,11 @@ TW_ZERO_TERMS(float)
 TW_ZERO_TERMS(f16)
 TW_ZERO_TERMS(bf16)
 #undef TW_ZERO_TERMS
+#endif
 
 }  // namespace tw_cpu
 
+#if TW_GEMM_PART(0)
 // Called by the runtime right after it loads this library, before any gemm runs: allow = 0
 // (TW_CPU_AMX=0) keeps the tile unit off for the process. Returns a line for the runtime's log
 // saying which bf16 / int8 gemm path this process takes and why.
@@ -100,3 +129,4 @@ extern "C" __attribute__((visibility("default"))) const char* tw_cpu_gemm_amx_se
   return "gemm runtime: built without AMX (this instruction set has none)";
 #endif
 }
+#endif
