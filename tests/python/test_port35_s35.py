@@ -1,4 +1,4 @@
-"""Session 35's portability hunt (h-port35, docs/testing.md "Session 35: port35"): 66 more user kernel forms written
+"""Session 35's portability hunt (h-port35, docs/testing.md "Session 35: port35"): 70 more user kernel forms written
 for cpu first (tests/python/port35_kernels.py: cross / soft-capped / flash / T5-bias / ALiBi / strided / key-padding
 attention, channels-last GroupNorm and InstanceNorm, BatchNorm training, weight-norm, (1 + w) RMSNorm, QK-norm,
 GeGLU / ReGLU halves, ELU / SELU / QuickGELU / softplus(beta), tile-loop hardswish / Mish, KL / focal / cosine /
