@@ -1656,6 +1656,59 @@ def _lin_attn(form):
     return make
 
 
+@tw.jit(out_idx=[-1])
+def linear_attn_state(BH, S, D, dt, zero, C=16):
+    """Chunked causal linear attention with the feature map applied by a kernel of its own (q, k given as
+    phi(q), phi(k)), the form that fits ascend910b's Cube / vector hand-offs (port35 F2): the state's 16-bit copy
+    for the next chunk's gemm made after each chunk's state gemm, the copy zeroed first: `fragment` by a copy of
+    a cleared float32 fragment, `clear` by T.clear of the shared tile (port35 F3)."""
+    @T.prim_func
+    def main(Q: T.Tensor((BH, S, D), dt), K: T.Tensor((BH, S, D), dt), V: T.Tensor((BH, S, D), dt),
+             O: T.Tensor((BH, S, D), dt)):
+        with T.Kernel(BH) as b:
+            q = T.alloc_shared((C, D), dt)
+            k = T.alloc_shared((C, D), dt)
+            v = T.alloc_shared((C, D), dt)
+            a = T.alloc_fragment((C, C), "float32")
+            ash = T.alloc_shared((C, C), dt)
+            st = T.alloc_fragment((D, D), "float32")
+            stsh = T.alloc_shared((D, D), dt)
+            acc = T.alloc_fragment((C, D), "float32")
+            T.clear(st)
+            if zero == "clear":
+                T.clear(stsh)
+            else:
+                z = T.alloc_fragment((D, D), "float32")
+                T.clear(z)
+                T.copy(z, stsh)
+            for c in T.serial(T.ceildiv(S, C)):
+                T.copy(Q[b, c * C, 0], q)
+                T.copy(K[b, c * C, 0], k)
+                T.copy(V[b, c * C, 0], v)
+                T.clear(a)
+                T.gemm(q, k, a, transpose_B=True)
+                for i, j in T.Parallel(C, C):
+                    a[i, j] = T.where(j <= i, a[i, j], 0.0)
+                T.copy(a, ash)
+                T.clear(acc)
+                T.gemm(ash, v, acc)
+                T.gemm(q, stsh, acc)
+                T.copy(acc, O[b, c * C, 0])
+                T.gemm(k, v, st, transpose_A=True)
+                T.copy(st, stsh)
+
+    return main
+
+
+def _lin_state(zero):
+    def make(dt, shape, rng):
+        fac, args, inputs, refs, extra = _lin_attn("linear")(dt, shape, rng)
+        q, k, v = inputs
+        phi = [np.where(f64(x) > 0, f64(x) + 1, np.exp(f64(x))).astype(npdt(dt)) for x in (q, k)]
+        return linear_attn_state, (*shape, dt, zero), [*phi, v], refs, extra
+    return make
+
+
 # ----------------------------------------------------------------------------------------------- optimizer steps
 @tw.jit
 def adam_step(M, N, kind, lr=1e-2, b1=0.9, b2=0.999, eps=1e-8, wd=0.01, bm=BM):
@@ -1975,6 +2028,8 @@ CASES = {
     # linear attention
     "linear_attn_chunked": (_lin_attn("linear"), H16, [(2, 37, 16), (1, 1, 16)]),
     "retnet_chunked": (_lin_attn("retnet"), H16, [(2, 37, 16), (1, 1, 16)]),
+    "linear_attn_state_fragment": (_lin_state("fragment"), H16, [(2, 37, 16), (1, 1, 16)]),
+    "linear_attn_state_clear": (_lin_state("clear"), H16, [(2, 37, 16), (1, 1, 16)]),
     # optimizer steps
     "adam": (_adam("adam"), ("float32",), [(13, 37), (1, 1)]),
     "adamw": (_adam("adamw"), ("float32",), [(13, 37), (1, 1)]),

@@ -11,7 +11,7 @@ checker on), against float64 numpy / exact integers.
 - (a) kernels: one per construct on ascend910b (in-process, cheap), at its first dtype and every shape; one on cpu
   (a g++ compile). `python tests/python/port35_kernels.py` runs every kernel, dtype and shape on both targets.
 - (b) kernels: ascend910b's located error (the kernel's line and a hint); the form the hint names runs right.
-- Findings: F1 fixed on this branch, tested as it now behaves; F2 (open) a strict xfail.
+- Findings: F1 and F3 fixed on this branch, tested as they now behave; F2 (open) a strict xfail.
 """
 import pathlib
 import re
@@ -32,7 +32,7 @@ AGREE = ["cross_attn", "softcap_prefill", "flash_cross_attn", "t5_rel_bias_softm
          "huber_sum", "max_pool1d", "global_avg_pool", "conv2d_im2col_gemm", "index_select_dim1", "index_add_rows",
          "scatter_max_ties", "embedding_bwd_atomic", "quant_int8_per_channel_rne", "quant_int8_per_token_rne",
          "cast_bf16_to_fp16", "gumbel_max_uniform", "min_p_logits", "spec_decode_residual",
-         "reshape_and_cache_paged", "copy_blocks", "adamw", "sgd_nesterov", "clip_grad_scale", "gemm_requant_int8",
+         "reshape_and_cache_paged", "copy_blocks", "linear_attn_state_fragment", "adamw", "sgd_nesterov", "clip_grad_scale", "gemm_requant_int8",
          "gemm_swiglu_bf16"]
 
 
@@ -90,13 +90,28 @@ def test_f1_unit_image_misaligned_tap_is_located(dt):
     P.check("avg_pool2d_pad_copies", dt, (1, 1, 1), TARGET)
 
 
-# F2 (open, medium: an error whose hint did not lead to a form that runs): chunked causal linear attention / RetNet
-# (q k^T masked within a chunk, q S from the state of earlier chunks, S += k^T v; feature maps / decays computed on
-# the vector side, the state rounded to the gemm dtype) is "more than 5 hand-offs between the Cube and the vector
-# code" with the hint "share fewer tiles between gemms and vector code"; a form sharing q and k in one tile and the
-# masked scores and the state in another is "an access to 'm_ub' indexed by the row variable outside its first dim".
+# F2 (open, medium: an error whose hint does not lead to a form that runs): chunked causal linear attention / RetNet
+# with the feature map (phi = elu + 1) or the decays computed in the kernel (q k^T masked within a chunk, + q S from
+# the earlier chunks' state, S += k^T v, the gemm operands rounded to 16 bits) is "more than 5 hand-offs between the
+# Cube and the vector code", hint "share fewer tiles between gemms and vector code"; sharing q and k in one tile
+# and the scores and the state in another is "an access to 'm_ub' indexed by the row variable outside its first
+# dim". What runs (linear attention only): phi applied by a kernel of its own, the state's 16-bit copy made after
+# each chunk's state gemm and zeroed from a cleared fragment first (linear_attn_state_fragment, in AGREE).
 @pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
                    reason="port35 F2: chunked linear attention needs more than 5 Cube / vector hand-offs")
 @pytest.mark.parametrize("name", ["linear_attn_chunked", "retnet_chunked"])
 def test_f2_chunked_linear_attention(name):
     P.check(name, "float16", (2, 37, 16), TARGET)
+
+
+# F3 (fixed): in that form, zeroing the state's shared tile by T.clear(stsh) before the chunk loop (the loop's vector
+# code writes stsh) put the clear on the Cube (L1) and built a hand-off from L1 to the vector side for the loop's
+# entry; the verifier then said "there is no data path L1 -> global on the Ascend 910B" at the loop, with a hint
+# listing the chip's data paths. split_cube_vector now says which tile and why, with the hint that runs (a cleared
+# fragment copied in); one chunk (no loop-carried value) runs as before.
+def test_f3_cube_cleared_operand_in_a_vector_loop():
+    with pytest.raises(tw.TilewrightError, match=r"tile 'stsh' holds its value on the Cube \(a gemm operand in L1") as e:
+        P.check("linear_attn_state_clear", "float16", (2, 37, 16), TARGET)
+    assert "port35_kernels.py:" in str(e.value) and "T.clear a float32 fragment and T.copy it into 'stsh'" in str(e.value)
+    P.check("linear_attn_state_fragment", "float16", (2, 37, 16), TARGET)
+    P.check("linear_attn_state_clear", "float16", (1, 1, 16), TARGET)

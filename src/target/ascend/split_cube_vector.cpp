@@ -204,6 +204,15 @@ class Splitter {
     }
     const Mixed& m = mixed_.at(b.get());
     if (need == Side::V) {
+      // port35 F3: a Cube operand tile (L1) has no path back to the Vector core (L1 -> GM does not exist);
+      // before, the hand-off was built and the verifier said "no data path L1 -> global" at the loop
+      if (m.cube->scope == Scope::L1)
+        throw ir::Error("tile " + q(b->name) + " holds its value on the Cube (a gemm operand in L1: the T.fill / "
+                        "T.clear or T.copy that wrote it last ran there) where the vector code needs it (a loop whose "
+                        "vector code writes the tile starts each iteration on the vector side), and the 910B has no "
+                        "path from L1 back to the Vector core",
+                        sp, "give the tile its value from the vector side: T.clear a float32 fragment and T.copy it "
+                            "into " + q(b->name) + " (that copy is the hand-off to the Cube)");
       out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(m.cube), ir::full_region(m.vec), sp));
     } else {
       if (m.cube->scope == Scope::L0C)
