@@ -1,4 +1,4 @@
-"""Session 35's portability hunt (h-port35, docs/testing.md "Session 35: port35"): 70 more user kernel forms, not
+"""Session 35's portability hunt (h-port35, docs/testing.md "Session 35: port35"): 73 more user kernel forms, not
 covered by port33_kernels.py / port34_kernels.py (attention variants, norms, activations, losses, pooling, conv2d
 by im2col + gemm, index ops, quantization, sampling, paged-cache writes, linear attention, optimizer steps,
 mixed-dtype epilogues), written for cpu first as docs/language.md teaches, each a `tw.jit` factory (a few in the
@@ -1709,6 +1709,60 @@ def _lin_state(zero):
     return make
 
 
+@tw.jit(out_idx=[-1])
+def retnet_state(BH, S, D, dt, gamma=0.9, C=16):
+    """RetNet's chunked retention in the form that fits ascend910b (port35 F2): q and k given with their decays
+    applied by a kernel of their own (q gamma^(i + 1), k gamma^(C - 1 - i), i the position in the chunk), the
+    scores' mask times gamma^(-C) (so q_i k_j gamma^(i - j)), and the state kept by the vector code,
+    S = gamma^C S + (a fresh gemm's k^T v), copied into the shared operand after each chunk."""
+    lg = math.log(gamma)
+
+    @T.prim_func
+    def main(Q: T.Tensor((BH, S, D), dt), K: T.Tensor((BH, S, D), dt), V: T.Tensor((BH, S, D), dt),
+             O: T.Tensor((BH, S, D), dt)):
+        with T.Kernel(BH) as b:
+            q = T.alloc_shared((C, D), dt)
+            k = T.alloc_shared((C, D), dt)
+            v = T.alloc_shared((C, D), dt)
+            a = T.alloc_fragment((C, C), "float32")
+            ash = T.alloc_shared((C, C), dt)
+            snew = T.alloc_fragment((D, D), "float32")
+            st = T.alloc_fragment((D, D), "float32")
+            stsh = T.alloc_shared((D, D), dt)
+            acc = T.alloc_fragment((C, D), "float32")
+            T.clear(st)
+            T.copy(st, stsh)
+            for c in T.serial(T.ceildiv(S, C)):
+                T.copy(Q[b, c * C, 0], q)
+                T.copy(K[b, c * C, 0], k)
+                T.copy(V[b, c * C, 0], v)
+                T.clear(a)
+                T.gemm(q, k, a, transpose_B=True)
+                for i, j in T.Parallel(C, C):
+                    a[i, j] = T.where(j <= i, a[i, j] * T.exp(lg * -C), 0.0)
+                T.copy(a, ash)
+                T.clear(acc)
+                T.gemm(ash, v, acc)
+                T.gemm(q, stsh, acc)
+                T.copy(acc, O[b, c * C, 0])
+                T.clear(snew)
+                T.gemm(k, v, snew, transpose_A=True)
+                for i, j in T.Parallel(D, D):
+                    st[i, j] = st[i, j] * T.exp(lg * C) + snew[i, j]
+                T.copy(st, stsh)
+
+    return main
+
+
+def _retnet_state(dt, shape, rng):
+    fac, args, inputs, refs, extra = _lin_attn("retnet")(dt, shape, rng)
+    q, k, v = inputs
+    pos = np.arange(shape[1]) % 16
+    qd = (f64(q) * 0.9 ** (pos + 1)[None, :, None]).astype(npdt(dt))
+    kd = (f64(k) * 0.9 ** (15 - pos)[None, :, None]).astype(npdt(dt))
+    return retnet_state, (*shape, dt), [qd, kd, v], refs, extra
+
+
 # ----------------------------------------------------------------------------------------------- optimizer steps
 @tw.jit
 def adam_step(M, N, kind, lr=1e-2, b1=0.9, b2=0.999, eps=1e-8, wd=0.01, bm=BM):
@@ -2030,6 +2084,7 @@ CASES = {
     "retnet_chunked": (_lin_attn("retnet"), H16, [(2, 37, 16), (1, 1, 16)]),
     "linear_attn_state_fragment": (_lin_state("fragment"), H16, [(2, 37, 16), (1, 1, 16)]),
     "linear_attn_state_clear": (_lin_state("clear"), H16, [(2, 37, 16), (1, 1, 16)]),
+    "retnet_state": (_retnet_state, H16, [(2, 37, 16), (1, 1, 16)]),
     # optimizer steps
     "adam": (_adam("adam"), ("float32",), [(13, 37), (1, 1)]),
     "adamw": (_adam("adamw"), ("float32",), [(13, 37), (1, 1)]),
