@@ -99,8 +99,12 @@ def test_f1_unit_image_misaligned_tap_is_located(dt):
 # dim". What runs: phi (RetNet: the decays of q and k) applied by a kernel of its own, the state's 16-bit copy made
 # after each chunk's state gemm and zeroed from a cleared fragment first (linear_attn_state_fragment; RetNet's
 # state kept by the vector code, gamma^C S + a fresh gemm's k^T v: retnet_state; both in AGREE).
+# h-handoff35: hand-offs take a pair of flag ids in turn when none is left (seven hand-offs run:
+# test_handoff35_s35.py, the feature map / decays in the kernel, the state's copy made after each chunk); this form
+# now stops at "the accumulator 'st' is read before any gemm wrote it" (T.copy(st, stsh) of the cleared accumulator
+# before the chunk's state gemm: an L0C accumulator is zero only through its first gemm).
 @pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
-                   reason="port35 F2: chunked linear attention needs more than 5 Cube / vector hand-offs")
+                   reason="port35 F2 (after h-handoff35): the state accumulator is read before its first gemm")
 @pytest.mark.parametrize("name", ["linear_attn_chunked", "retnet_chunked"])
 def test_f2_chunked_linear_attention(name):
     P.check(name, "float16", (2, 37, 16), TARGET)
