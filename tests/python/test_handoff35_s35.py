@@ -124,3 +124,59 @@ def test_the_pair_taken_in_turn_is_in_the_ascendc():
     assert len({i for _, i in lines}) == 10, lines
     shared = {k: v for k, v in lines.items() if len(v) > 1}
     assert {i for _, i in shared} == {4, 5} and all(len(v) == 2 for v in shared.values()), lines
+
+
+@tw.jit(out_idx=[-1])
+def five_results(back, dt="float16"):
+    """Five gemm results each read by the vector code (Cube -> vector, a pair of ids each: ids 0..9), their
+    weighted sum written out, or (`back`) handed to a sixth gemm (vector -> Cube: no pair left, none of its
+    direction to take)."""
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), dt), O: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1) as _:
+            a = T.alloc_shared((16, 16), dt)
+            f0 = T.alloc_fragment((16, 16), "float32")
+            f1 = T.alloc_fragment((16, 16), "float32")
+            f2 = T.alloc_fragment((16, 16), "float32")
+            f3 = T.alloc_fragment((16, 16), "float32")
+            f4 = T.alloc_fragment((16, 16), "float32")
+            s = T.alloc_fragment((16, 16), "float32")
+            ssh = T.alloc_shared((16, 16), dt)
+            o = T.alloc_fragment((16, 16), "float32")
+            T.copy(A[0, 0], a)
+            T.clear(f0)
+            T.gemm(a, a, f0)
+            T.clear(f1)
+            T.gemm(a, a, f1)
+            T.clear(f2)
+            T.gemm(a, a, f2)
+            T.clear(f3)
+            T.gemm(a, a, f3)
+            T.clear(f4)
+            T.gemm(a, a, f4)
+            for i, j in T.Parallel(16, 16):
+                s[i, j] = f0[i, j] + f1[i, j] * 2.0 + f2[i, j] * 3.0 + f3[i, j] * 4.0 + f4[i, j] * 5.0
+            if back:
+                T.copy(s, ssh)
+                T.clear(o)
+                T.gemm(ssh, a, o)
+                T.copy(o, O[0, 0])
+            else:
+                T.copy(s, O[0, 0])
+
+    return main
+
+
+def test_no_pair_of_its_direction_names_the_tiles_that_cross():
+    """Five Cube -> vector hand-offs take ids 0..9; a vector -> Cube one after them has no pair of its direction
+    to take in turn: the error, at its line, names every tile that crosses. Without it the kernel runs."""
+    with pytest.raises(tw.TilewrightError, match=r"has no pair of its direction to share") as e:
+        five_results(True, target=TARGET)
+    msg = str(e.value)
+    assert "test_handoff35_s35.py:" in msg and "the tiles that cross so far: " in msg, msg
+    assert "of 'ssh' (vector -> Cube)" in msg, msg
+    assert all(f"'f{r}' (Cube -> vector, line " in msg for r in range(5)), msg
+    a = (np.random.default_rng(1).standard_normal((16, 16)) * 0.5).astype(np.float16)
+    ref = 15 * (a.astype(np.float64) @ a.astype(np.float64))
+    got = run_checked(five_results(False, target=TARGET), a)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())

@@ -933,7 +933,7 @@ class Splitter {
     Buffer ws;
     Buffer land;  // C -> V in a loop: the staged UB tile the data lands in (then copied to the vector tile)
     Buffer cast;  // V -> C with a dtype change: the UB tile of the L1 dtype
-    std::string tile;  // the tile handed over (the vector one) and the copy's line, for messages
+    std::string tile;  // the tile handed over and the copy's line, for messages
     Span span;
   };
   struct Loop {
@@ -959,7 +959,7 @@ class Splitter {
     auto* c = ir::as<ir::CopyNode>(s);
     Handoff h;
     h.to_vector = is_cube_scope(c->src.buffer->scope);
-    h.tile = (h.to_vector ? c->dst.buffer : c->src.buffer)->name;
+    h.tile = (h.to_vector ? c->src.buffer : c->dst.buffer)->name;  // the Cube incarnation: the user's name
     h.span = s->span;
     h.arms = arms_;
     h.slots = (loops_.size() == 1 && arms_.empty()) ? 2 : 1;
@@ -1048,27 +1048,32 @@ class Splitter {
         const Handoff& g = handoffs_.at(o);
         if (!g.shares && g.to_vector == h.to_vector && g.slots == h.slots) turn = &g;
       }
-      if (!turn) {
-        std::string tiles;
-        for (const auto* o : handoff_order_) {
-          const Handoff& g = handoffs_.at(o);
-          tiles += (tiles.empty() ? "" : ", ") + q(g.tile) + " (" + (g.to_vector ? "Cube -> vector" : "vector -> Cube") +
-                   ", line " + std::to_string(g.span.line) + ")";
-        }
+      if (!turn)
         throw ir::Error("more than " + std::to_string(pairs) + " hand-offs between the Cube and the vector code (two "
                         "cross-core flag ids each, shared by hand-offs in exclusive if arms or in turn by hand-offs "
                         "of one direction; the " + t_.name + " has ids 0.." +
                         std::to_string(t_.ascend.cross_flag_ids - 1) + "): this one, of " + q(h.tile) + " (" +
                         (h.to_vector ? "Cube -> vector" : "vector -> Cube") + "), has no pair of its direction to share",
-                        s->span, "the tiles that cross so far: " + tiles + "; share fewer tiles between gemms and "
-                        "vector code (compute a tile on one unit, or read it from global memory on the other)");
-      }
+                        s->span, "the tiles that cross so far: " + crossing_tiles() + "; " + kFewerTiles);
       h.shares = h.in_turn = true;
       h.f = turn->f;
       h.r = turn->r;
     }
     handoff_order_.push_back(s.get());
     return handoffs_[s.get()] = h;
+  }
+  static constexpr const char* kFewerTiles =
+      "share fewer tiles between gemms and vector code (compute a tile on one unit, or read it from global memory "
+      "on the other)";
+  // The hand-offs so far, for the errors: each tile, its direction and line.
+  std::string crossing_tiles() const {
+    std::string tiles;
+    for (const auto* o : handoff_order_) {
+      const Handoff& g = handoffs_.at(o);
+      tiles += (tiles.empty() ? "" : ", ") + q(g.tile) + " (" + (g.to_vector ? "Cube -> vector" : "vector -> Cube") +
+               ", line " + std::to_string(g.span.line) + ")";
+    }
+    return tiles;
   }
   static bool same_shape(const Buffer& a, const Buffer& b) {
     if (a->shape.size() != b->shape.size()) return false;
@@ -1312,7 +1317,7 @@ class Splitter {
                         "or branch that may run no time, need " + std::to_string(next_id + 1) +
                         " cross-core flag ids (two per hand-off, one per direction to pace the programs); the " + t_.name +
                         " has ids 0.." + std::to_string(t_.ascend.cross_flag_ids - 1), sp,
-                        "share fewer tiles between gemms and vector code");
+                        "the tiles that cross: " + crossing_tiles() + "; " + kFewerTiles);
       Stmt set = sync(SyncKind::set_cross_flag, to_vector ? AscendPipe::FIX : AscendPipe::MTE3, next_id, sp);
       Stmt wait = sync(SyncKind::wait_cross_flag, AscendPipe::S, next_id, sp);
       (to_vector ? cs : vs).push_back(std::make_shared<ir::IfNode>(
