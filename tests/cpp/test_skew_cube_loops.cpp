@@ -117,6 +117,49 @@ TEST(SkewCubeLoops, TileOfHeadAndTailUnchanged) {
   EXPECT_EQ(skew(text), text);
 }
 
+// Session 35: two Cube -> Vector hand-offs of the loop, one in the head and one in the tail, taking
+// one pair of ids in turn (split_cube_vector, when the ids run out): the k-th set of id 2 is the
+// k-th wait on the vector side only while the Cube hands them over in the program order, so the
+// loop is not skewed (reuses_cross_ids). With a pair each (ids 2 and 4) the same loop is skewed.
+TEST(SkewCubeLoops, HandOffsSharingIdsInTurnKeepTheLoop) {
+  auto text = [](int tail_id) {
+    return std::string(R"(kernel k(A: global float16[4, 64, 64], C: global float32[64, 64] out)
+    grid(bx = 1) sub_block(vid) {
+  alloc ws: global float16[64, 64]
+  alloc ws_1: global float32[64, 64]
+  alloc ws_2: global float32[64, 64]
+  scope C {
+    alloc a: L1 float16[64, 64]
+    alloc p: L1 float16[64, 64]
+    alloc s: L0C float32[64, 64]
+    alloc c: L0C float32[64, 64]
+    for k in serial(0, 4) {
+      copy A[k:+1, 0:+64, 0:+64] -> a
+      gemm a, a -> s trans_a=false trans_b=false clear=true
+      sync wait_cross_flag(3, FIX)
+      copy s -> ws_1
+      sync set_cross_flag(2, FIX, 2)
+      sync wait_cross_flag(0, MTE2)
+      copy ws -> p
+      sync set_cross_flag(2, MTE2, 1)
+      gemm p, p -> c trans_a=false trans_b=false clear=true
+      sync wait_cross_flag()") + std::to_string(tail_id + 1) + R"(, FIX)
+      copy c -> ws_2
+      sync set_cross_flag(2, FIX, )" + std::to_string(tail_id) + R"()
+    }
+    copy c -> C
+  }
+}
+)";
+  };
+  std::string shared = ir::print(ir::parse_kernel(text(2)));
+  EXPECT_EQ(skew(shared), shared);
+  std::string own = ir::print(ir::parse_kernel(text(4)));
+  std::string skewed = skew(own);
+  EXPECT_NE(skewed, own);
+  EXPECT_NE(skewed.find("for k in serial(0, 7)"), std::string::npos) << skewed;
+}
+
 // A Cube loop that waits for no vector tile (gemm + epilogue) is unchanged.
 TEST(SkewCubeLoops, NoVectorToCubeHandOffUnchanged) {
   const char* text = testing::kGemmEpilogueSplit;

@@ -1,6 +1,7 @@
 #include "target/ascend/core_split.h"
 
 #include <algorithm>
+#include <set>
 
 #include "ir/functor.h"
 
@@ -78,6 +79,23 @@ std::unordered_set<int> cross_flag_ids(const ir::Stmt& s, ir::SyncKind k, ir::As
     if (y->sync == k && y->pipe == p && id) ids.insert(static_cast<int>(*id));
   });
   return ids;
+}
+
+bool reuses_cross_ids(const std::vector<ir::Stmt>& flat) {
+  std::set<std::pair<int, int64_t>> seen;  // (kind, id) of the statements before
+  for (const auto& s : flat) {
+    std::set<std::pair<int, int64_t>> mine;
+    ir::for_each_stmt(s, [&](const ir::Stmt& x) {
+      if (x->kind != ir::StmtKind::Sync) return;
+      auto* y = ir::as<ir::SyncNode>(x);
+      auto id = ir::as_const_int(y->id);
+      if (id && (y->sync == ir::SyncKind::set_cross_flag || y->sync == ir::SyncKind::wait_cross_flag))
+        mine.insert({static_cast<int>(y->sync), *id});
+    });
+    for (const auto& k : mine)
+      if (!seen.insert(k).second) return true;
+  }
+  return false;
 }
 
 ir::Kernel rewrite_core_scope(const ir::Kernel& k, ir::CoreKind core, const CoreBodyRewrite& f) {

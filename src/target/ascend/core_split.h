@@ -32,6 +32,13 @@ bool is_cross_sync(const ir::Stmt& x, ir::SyncKind k, const std::unordered_set<i
 // The constant ids of the cross-core syncs of kind k on pipe p inside s.
 std::unordered_set<int> cross_flag_ids(const ir::Stmt& s, ir::SyncKind k, ir::AscendPipe p);
 
+// Whether two statements of a loop body (flat_body) take one cross-core flag id in one role (a
+// set, or a wait): hand-offs that split_cube_vector let share an id pair in turn. Their order on
+// both cores is what matches each set with its wait, so the passes that move part of a loop body
+// across iterations on one core (skew_cube_loops, rotate_vector_loops) leave such a loop alone.
+// (Hand-offs sharing a pair in exclusive if arms are in one statement, the if.)
+bool reuses_cross_ids(const std::vector<ir::Stmt>& flat);
+
 // A kernel that split_cube_vector split (top level: allocs, then `scope C`, `scope V`) with the
 // body of its `core` scope replaced by f(body, allocs); the allocs f appends go to the top level,
 // before the two scopes. Any other kernel is returned unchanged.

@@ -58,6 +58,7 @@ Stmt rotate(const Stmt& s, const std::unordered_set<int>& sent_ids, const std::u
   if (s->kind != StmtKind::For || is_map(s)) return s;
   auto* f = ir::as<ir::ForNode>(s);
   std::vector<Stmt> flat = flat_body(f->body);
+  if (reuses_cross_ids(flat)) return s;  // hand-offs sharing flag ids in turn: their order stays
   size_t sent = flat.size(), w = flat.size();
   for (size_t i = 0; i < flat.size(); ++i) {
     if (sent == flat.size() && is_cross_sync(flat[i], ir::SyncKind::set_cross_flag, sent_ids)) sent = i;

@@ -2309,16 +2309,20 @@ class Lowerer {
     if (!m) {  // port33 F1: a start from loop variables with constant bounds (x[i, j + k], k in T.serial(3))
       // Loop variables and block indices take every value of their range; a let's range is an interval
       // around its values (c = r0 % 64 + vid * 16 is a multiple of 16 though its interval holds 1), so an
-      // offset reading a let stays the checker's run-time question.
+      // offset reading a let stays the checker's run-time question. A let bound to a constant is that
+      // constant (port35 F1: a T.serial(1) / T.Parallel(1) loop of a 1-row, 1-column image simplified to
+      // `let i = 0`: x[i, j + 1] of a float32 tile starts 4 bytes into a block, as at every other size).
       bool lets = false;
       for_each_subexpr(a.offset, [&](const Expr& x) {
-        lets = lets || (x->kind == ir::ExprKind::Var && let_values_.count(as<ir::VarNode>(x)));
+        if (x->kind != ir::ExprKind::Var) return;
+        auto it = let_values_.find(as<ir::VarNode>(x));
+        lets = lets || (it != let_values_.end() && !ir::as_const_int(it->second));
       });
       if (lets) return;
       auto bad = misaligned_step(a.offset);
       if (!bad) return;
       m = (bad->first % 32 + 32) % 32;
-      where = " when " + bad->second;
+      if (!bad->second.empty()) where = " when " + bad->second;
     }
     if (*m == 0) return;
     int64_t per = 32 / a.buf->dtype.bytes();

@@ -81,6 +81,7 @@ Stmt skew(const Stmt& s, const std::unordered_set<int>& v2c, const Stmt& vbody) 
   if (!vector_hand_offs_rotate(vbody, fed)) return s;
   auto* f = ir::as<ir::ForNode>(s);
   std::vector<Stmt> flat = flat_body(f->body);
+  if (reuses_cross_ids(flat)) return s;  // hand-offs sharing flag ids in turn: their order stays
   size_t w = 0;
   while (w < flat.size() && !is_cross_sync(flat[w], ir::SyncKind::wait_cross_flag, v2c)) ++w;
   if (w == 0 || w == flat.size()) return s;

@@ -204,6 +204,15 @@ class Splitter {
     }
     const Mixed& m = mixed_.at(b.get());
     if (need == Side::V) {
+      // port35 F3: a Cube operand tile (L1) has no path back to the Vector core (L1 -> GM does not exist);
+      // before, the hand-off was built and the verifier said "no data path L1 -> global" at the loop
+      if (m.cube->scope == Scope::L1)
+        throw ir::Error("tile " + q(b->name) + " holds its value on the Cube (a gemm operand in L1: the T.fill / "
+                        "T.clear or T.copy that wrote it last ran there) where the vector code needs it (a loop whose "
+                        "vector code writes the tile starts each iteration on the vector side), and the 910B has no "
+                        "path from L1 back to the Vector core",
+                        sp, "give the tile its value from the vector side: T.clear a float32 fragment and T.copy it "
+                            "into " + q(b->name) + " (that copy is the hand-off to the Cube)");
       out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(m.cube), ir::full_region(m.vec), sp));
     } else {
       if (m.cube->scope == Scope::L0C)
@@ -917,12 +926,15 @@ class Splitter {
     int f = 0, r = 0;
     int slots = 1;
     bool maybe_none = false;  // may run no time in a program (under an if, or in a loop that may be empty)
-    bool shares = false;      // takes f and r of an earlier hand-off (exclusive branches): no pre-sets / drains of its own
+    bool shares = false;      // takes f and r of an earlier hand-off: no pre-sets / drains of its own
+    bool in_turn = false;     // shares them in turn (not exclusively): see handoff()
     bool own_ws = true;       // allocates ws (false: the earlier hand-off's slots, the same dtype and shape)
     Arms arms;                // the if arms it runs in, outermost first
     Buffer ws;
     Buffer land;  // C -> V in a loop: the staged UB tile the data lands in (then copied to the vector tile)
     Buffer cast;  // V -> C with a dtype change: the UB tile of the L1 dtype
+    std::string tile;  // the tile handed over and the copy's line, for messages
+    Span span;
   };
   struct Loop {
     Var var;
@@ -947,6 +959,8 @@ class Splitter {
     auto* c = ir::as<ir::CopyNode>(s);
     Handoff h;
     h.to_vector = is_cube_scope(c->src.buffer->scope);
+    h.tile = (h.to_vector ? c->src.buffer : c->dst.buffer)->name;  // the Cube incarnation: the user's name
+    h.span = s->span;
     h.arms = arms_;
     h.slots = (loops_.size() == 1 && arms_.empty()) ? 2 : 1;
     h.maybe_none = !arms_.empty();
@@ -1004,18 +1018,62 @@ class Splitter {
       h.r = pair->r;
       if (!h.cast && !pair->cast && h.ws->dtype == pair->ws->dtype && same_shape(h.ws, pair->ws))
         h.ws = pair->ws, h.own_ws = false;
-    } else {
-      const int pairs = id_pairs();
-      if (pairs >= t_.ascend.cross_flag_ids / 2)
-        throw ir::Error("more than " + std::to_string(pairs) + " hand-offs between the Cube and the vector code (two "
-                        "cross-core flag ids each, shared only by hand-offs in exclusive if arms; the " + t_.name +
-                        " has ids 0.." + std::to_string(t_.ascend.cross_flag_ids - 1) + ")",
-                        s->span, "share fewer tiles between gemms and vector code");
+    } else if (const int pairs = id_pairs(); pairs < t_.ascend.cross_flag_ids / 2) {
       h.f = 2 * pairs;
       h.r = h.f + 1;
+    } else {
+      // No id pair left: take one in turn. The latest earlier pair of the same direction and
+      // slots is shared with it (its own workspace kept). Safe because the flags are counters
+      // and both units run every hand-off of the kernel in the same order (the program order,
+      // projected onto each unit; the same loops and the same if arms on both): the k-th set of
+      // f is the k-th wait of f whichever hand-off of the pair it is, so the consumer reads the
+      // workspace of the hand-off the producer wrote. What keeps the producer from overwriting
+      // a slot its consumer still reads is the release flag r: the consumer sets r right after
+      // its read and the producer waits r before each write, so with `slots` pre-sets it writes
+      // the pair's j-th hand-off only once the consumer read the (j - slots)-th. The slot it
+      // writes was last read by one of those (a hand-off of one slot: any earlier one; of two,
+      // the same hand-off two iterations ago of its one loop, at least `slots` hand-offs of the
+      // pair back): stricter than a pair of its own, never looser. No deadlock: each wait is
+      // for a set that comes earlier in the program order (the read of the (j - slots)-th
+      // hand-off precedes the j-th write), as with a pair of its own. The counters stay in
+      // range (at most `slots` sets of f or r pending) and the pre-sets / drains balance (one
+      // set and one wait of each id per hand-off). The order must survive the passes after
+      // this one: skew_cube_loops and rotate_vector_loops move statements of a loop body
+      // across iterations, and leave a loop alone when two of its body's statements take one
+      // id (core_split.h, reuses_cross_ids). It costs overlap: the producer of the j-th
+      // hand-off waits for the consumer's (j - slots)-th read, not its own previous one, so
+      // only kernels that would run out of ids take a pair in turn (the others compile as before).
+      const Handoff* turn = nullptr;
+      for (const auto* o : handoff_order_) {
+        const Handoff& g = handoffs_.at(o);
+        if (!g.shares && g.to_vector == h.to_vector && g.slots == h.slots) turn = &g;
+      }
+      if (!turn)
+        throw ir::Error("more than " + std::to_string(pairs) + " hand-offs between the Cube and the vector code (two "
+                        "cross-core flag ids each, shared by hand-offs in exclusive if arms or in turn by hand-offs "
+                        "of one direction; the " + t_.name + " has ids 0.." +
+                        std::to_string(t_.ascend.cross_flag_ids - 1) + "): this one, of " + q(h.tile) + " (" +
+                        (h.to_vector ? "Cube -> vector" : "vector -> Cube") + "), has no pair of its direction to share",
+                        s->span, "the tiles that cross so far: " + crossing_tiles() + "; " + kFewerTiles);
+      h.shares = h.in_turn = true;
+      h.f = turn->f;
+      h.r = turn->r;
     }
     handoff_order_.push_back(s.get());
     return handoffs_[s.get()] = h;
+  }
+  static constexpr const char* kFewerTiles =
+      "share fewer tiles between gemms and vector code (compute a tile on one unit, or read it from global memory "
+      "on the other)";
+  // The hand-offs so far, for the errors: each tile, its direction and line.
+  std::string crossing_tiles() const {
+    std::string tiles;
+    for (const auto* o : handoff_order_) {
+      const Handoff& g = handoffs_.at(o);
+      tiles += (tiles.empty() ? "" : ", ") + q(g.tile) + " (" + (g.to_vector ? "Cube -> vector" : "vector -> Cube") +
+               ", line " + std::to_string(g.span.line) + ")";
+    }
+    return tiles;
   }
   static bool same_shape(const Buffer& a, const Buffer& b) {
     if (a->shape.size() != b->shape.size()) return false;
@@ -1259,7 +1317,7 @@ class Splitter {
                         "or branch that may run no time, need " + std::to_string(next_id + 1) +
                         " cross-core flag ids (two per hand-off, one per direction to pace the programs); the " + t_.name +
                         " has ids 0.." + std::to_string(t_.ascend.cross_flag_ids - 1), sp,
-                        "share fewer tiles between gemms and vector code");
+                        "the tiles that cross: " + crossing_tiles() + "; " + kFewerTiles);
       Stmt set = sync(SyncKind::set_cross_flag, to_vector ? AscendPipe::FIX : AscendPipe::MTE3, next_id, sp);
       Stmt wait = sync(SyncKind::wait_cross_flag, AscendPipe::S, next_id, sp);
       (to_vector ? cs : vs).push_back(std::make_shared<ir::IfNode>(

@@ -32,13 +32,19 @@
 //                       C: wait_cross_flag(f, MTE2); copy ws slot -> L1; set_cross_flag(2, MTE2, r)
 //    f ("slot written") and r ("slot read": the reverse flag, so a producer never overwrites a
 //    slot its consumer still reads, and never has more than `slots` sets pending) are two ids per
-//    hand-off (at most 5 hand-offs: ids 0..9; the 910B has 0..10). The consumer pre-sets r `slots` times at the start of
+//    hand-off (5 pairs: ids 0..9; the 910B has 0..10). The consumer pre-sets r `slots` times at the start of
 //    its scope; the producer waits for those sets at the end (every block leaves the counters at 0).
 //    Hand-offs in exclusive arms of an if (then / else, nested elifs: both units take the same
 //    arm) of the same direction and slots share one pair of ids (and the workspace, when its
 //    slots have the same dtype and shape and no cast tile is needed): each run is balanced in
 //    itself, so the counters after the if are the same whichever arm ran (session 29: the masked
 //    kernel's three kinds of block each hand the scores over).
+//    A hand-off that finds no pair left takes the latest pair of its direction and slots in turn
+//    (its own workspace; session 35): the counters match the k-th set with the k-th wait since
+//    both units run the hand-offs in the program order, and the release flag orders the
+//    consumer's read before the producer's next write of the slot (the argument at handoff()).
+//    skew_cube_loops / rotate_vector_loops keep such loops (reuses_cross_ids). Only kernels that
+//    ran out of ids do it: it costs overlap.
 //    Slots: 2 for a hand-off directly inside one loop (slot = iteration % 2: the producer can run
 //    one step ahead), else 1.
 //    Dtype: the workspace holds the vector tile's dtype (float32 scores stay float32, whatever
