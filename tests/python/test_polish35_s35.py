@@ -2,13 +2,21 @@
 
 1. hunt35 F3's remainder: postponed annotations (`from __future__ import annotations`) of a
    TILE-LOOPS kernel name the defining factory's locals (h-hunt35 fixed @T.prim_func only).
+2. The autotune summary names each estimate (roofline vs the simulator's timing model) and prints the
+   roofline bound with a percentage that is not rounded to "0%".
+3. examples/moe.py's combine_atomic returns its output (out_idx): calls do not accumulate.
 """
 import importlib.util
+import pathlib
+import sys
 
 import numpy as np
 import pytest
 
 import tilewright as tw
+from tilewright.testing import assert_close
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))
 
 ASC = "ascend910b"
 
@@ -109,3 +117,63 @@ def test_tile_loops_annotations_name_factory_locals(tmp_path, postponed):
         '    def copy_rows(A: tw.Tensor(rows, "float16")):')
     assert "name 'rows' is not defined" in e.value.message and e.value.line == line
     assert "only its parameters" in e.value.hint and "tw.Tensor((N, 8), dtype)" in e.value.hint
+
+
+# --------------------------------------------------------------------------- 2: the autotune summary's figures
+# On ascend910b the per-configuration estimate is the simulator's timing model (it equals the simulated time),
+# which the progress lines called a "roofline estimate" while the summary printed "0% of its roofline bound"
+# (a bound of 0.02 us against 10.7 us, rounded to a whole percent). Each figure is now named for what it is and
+# the summary prints the bound and a percentage with two significant digits.
+def _tune_add_one(monkeypatch, tmp_path, capsys, target):
+    import sys
+    import tune_kernels
+    at = sys.modules["tilewright.autotune"]
+    monkeypatch.setattr(at, "tune_dir", lambda: tmp_path / "tune")
+    monkeypatch.setattr(at, "machine_peaks", lambda refresh=False: {"flops": 5e10, "bytes_per_s": 2e10})
+    tuner = tw.autotune(configs=[tw.Config(block=256)], key=["n"], executor="inline", warmup=1, rep=3)(
+        tune_kernels.add_one.fn)
+    tuner.tune(4096, target=target)
+    (best,) = tuner.report
+    return tuner, best, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target", ["cpu", ASC])
+def test_autotune_summary_names_each_estimate(monkeypatch, tmp_path, capsys, target):
+    import re
+    tuner, best, err = _tune_add_one(monkeypatch, tmp_path, capsys, target)
+    line = next(s for s in err.splitlines() if s.strip().startswith("[1/1]"))
+    name = "roofline estimate" if target == "cpu" else "timing-model estimate"
+    assert f"({name} " in line and ("roofline" not in line) == (target != "cpu")
+    rf = best["roofline"]
+    assert rf["flops"] == 0 and rf["bytes"] == 2 * 4096 * 4 and rf["limit"] == "memory"
+    # the summary: no FLOP/s for a kernel without gemm work; the bound in us; the percentage is bound / time
+    m = re.fullmatch(r"([0-9.e+-]+)% of its roofline bound of ([0-9.e+-]+) us \(memory-bound: 0 FLOP, 32 KiB in/out, "
+                     r"32 KiB of tile copies; peaks (.*)", tuner.roofline)
+    assert m, tuner.roofline
+    pct, bound_us = float(m.group(1)), float(m.group(2))
+    assert bound_us == pytest.approx(rf["bound_s"] * 1e6, rel=5e-3) and rf["bound_s"] > 0
+    assert pct == pytest.approx(100 * rf["bound_s"] / (best["ms"] * 1e-3), rel=5e-2) and pct > 0
+    if target == "cpu":  # the peaks given: 8 bytes per element at 20 GB/s
+        assert bound_us == pytest.approx(32768 / 2e10 * 1e6, rel=5e-3) and m.group(3).startswith("50 GFLOP/s, 20 GB/s)")
+    else:
+        assert m.group(3).startswith("354 TFLOP/s, 1.6 TB/s, cache 7 TB/s)")
+    assert f"best: block=256: {best['ms']:.4f} ms" in err and tuner.roofline in err
+
+
+# --------------------------------------------------------------------------- 3: MoE's scatter-add combine
+# combine_atomic takes its output by out_idx (an output only T.atomic_add writes starts at zero: h-api35), the
+# way a user writes it now: moe(..., atomic_combine=True) passes no zeroed array, and calling it again gives
+# the same result (nothing accumulates across calls), on cpu and ascend910b against float64 and each other.
+def test_moe_scatter_add_combine_returns_its_output():
+    import moe
+    x, logits, w = moe.inputs(7, 16, 33, 3, seed=5)
+    ref, ref_ids, _ = moe.reference(x, logits, w, 2)
+    got = {}
+    for target in ("cpu", ASC):
+        outs = [moe.moe(x, logits, w, 2, block_M=8, target=target, atomic_combine=True) for _ in range(2)]
+        for out, ids, _ in outs:
+            assert np.array_equal(ids, ref_ids) and out.shape == ref.shape
+            assert_close(out, ref, atol=1e-5, rtol=1e-5)
+        assert_close(outs[1][0], outs[0][0], atol=1e-6, rtol=1e-6)  # the second call did not add to the first
+        got[target] = outs[0][0]
+    assert_close(got["cpu"], got[ASC], atol=1e-6, rtol=1e-6)
