@@ -162,18 +162,26 @@ def test_autotune_summary_names_each_estimate(monkeypatch, tmp_path, capsys, tar
 
 # --------------------------------------------------------------------------- 3: MoE's scatter-add combine
 # combine_atomic takes its output by out_idx (an output only T.atomic_add writes starts at zero: h-api35), the
-# way a user writes it now: moe(..., atomic_combine=True) passes no zeroed array, and calling it again gives
-# the same result (nothing accumulates across calls), on cpu and ascend910b against float64 and each other.
-def test_moe_scatter_add_combine_returns_its_output():
+# way a user writes it now: no zeroed array passed in, and a second call gives the same result (nothing
+# accumulates across calls), on cpu and ascend910b against float64 and each other. Slots are any distinct rows
+# (the combine does not depend on the routing), tokens 7 with top-2 over 16 rows, ffn 33 (a tail of block_N 16).
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_moe_scatter_add_combine_returns_its_output(dtype):
     import moe
-    x, logits, w = moe.inputs(7, 16, 33, 3, seed=5)
-    ref, ref_ids, _ = moe.reference(x, logits, w, 2)
+    rng = np.random.default_rng(35)
+    tokens, top_k, n_rows, ffn = 7, 2, 16, 33
+    y = rng.standard_normal((n_rows, ffn)).astype(np.float32)
+    slot = rng.permutation(n_rows)[:tokens * top_k].reshape(tokens, top_k).astype(np.int32)
+    weights = rng.random((tokens, top_k)).astype(np.float32)
+    ref = sum(weights[:, k:k + 1].astype(np.float64) * y[slot[:, k]].astype(np.float64) for k in range(top_k))
+    tol = dict(atol=1e-6, rtol=1e-5) if dtype == "float32" else dict(atol=2e-3 * top_k, rtol=2e-3 * top_k)
     got = {}
     for target in ("cpu", ASC):
-        outs = [moe.moe(x, logits, w, 2, block_M=8, target=target, atomic_combine=True) for _ in range(2)]
-        for out, ids, _ in outs:
-            assert np.array_equal(ids, ref_ids) and out.shape == ref.shape
-            assert_close(out, ref, atol=1e-5, rtol=1e-5)
-        assert_close(outs[1][0], outs[0][0], atol=1e-6, rtol=1e-6)  # the second call did not add to the first
-        got[target] = outs[0][0]
-    assert_close(got["cpu"], got[ASC], atol=1e-6, rtol=1e-6)
+        kernel = moe.combine_atomic(tokens, ffn, top_k, n_rows, block_N=16, dtype=dtype, target=target)
+        outs = [_run(kernel, y, slot, weights) for _ in range(2)]
+        for out in outs:
+            assert out.dtype == np.dtype(dtype) and out.shape == (tokens, ffn)
+            assert_close(out, ref, **tol)
+        assert_close(outs[1], outs[0], **tol)  # the second call did not add to the first
+        got[target] = outs[0]
+    assert_close(got["cpu"], got[ASC], **tol)
