@@ -24,6 +24,12 @@ ASC = "ascend910b"
 # The module is written twice, with and without the future import: Python evaluates the annotations at the
 # definition without it, and leaves them as strings for Tilewright's front end with it. The globals named like
 # the factory's locals must not be what the annotations see.
+COPY_ROWS_BODY = '''        out = tw.output((N, 8), dtype="float16")
+        for by in range(N // 4):
+            t = tw.load(A, (by * 4, 0), (4, 8))
+            tw.store(out, (by * 4, 0), t)
+        return out
+'''
 TILE_LOOPS_FACTORIES = '''
 import tilewright as tw
 
@@ -37,22 +43,14 @@ def compiled(N, dtype="float32", target="cpu"):
 
     @tw.compile(target=target)
     def copy_rows(A: tw.Tensor(shape, dtype)):
-        out = tw.output((N, 8), dtype="float16")
-        for by in range(N // 4):
-            t = tw.load(A, (by * 4, 0), (4, 8))
-            tw.store(out, (by * 4, 0), t)
-        return out
+{body}
     return copy_rows
 
 
 @tw.jit
 def jitted(N, dtype="float32"):
     def copy_rows(A: tw.Tensor((N, 8), dtype)):  # dtype: the factory's parameter, only in the annotation
-        out = tw.output((N, 8), dtype="float16")
-        for by in range(N // 4):
-            t = tw.load(A, (by * 4, 0), (4, 8))
-            tw.store(out, (by * 4, 0), t)
-        return out
+{body}
     return copy_rows
 
 
@@ -61,11 +59,7 @@ def jitted_derived(N):
     rows = (N, 8)  # a derived local: gone when the returned function is parsed
 
     def copy_rows(A: tw.Tensor(rows, "float16")):
-        out = tw.output((N, 8), dtype="float16")
-        for by in range(N // 4):
-            t = tw.load(A, (by * 4, 0), (4, 8))
-            tw.store(out, (by * 4, 0), t)
-        return out
+{body}
     return copy_rows
 
 
@@ -74,7 +68,7 @@ def module_level(A: tw.Tensor((M, 8), "float16")):  # M: the module's global, wh
     t = tw.load(A, (0, 0), (M, 8))
     tw.store(out, (0, 0), t)
     return out
-'''
+'''.replace("{body}\n", COPY_ROWS_BODY)
 
 
 def _load(tmp_path, postponed):
