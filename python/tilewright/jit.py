@@ -548,7 +548,7 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
         # a tile-loops function it returns is parsed after the factory returned: its postponed
         # annotations see the factory's parameters (its other locals are gone; hunt35 F3)
         bound.apply_defaults()
-        scope = defining_scope(prim, getattr(inspect.unwrap(fn), "__qualname__", None), bound.arguments)
+        scope = defining_scope(prim, getattr(inspect.unwrap(fn), "__code__", None), bound.arguments)
         kernel = _build(prim, tgt, out_idx, scope)
         with state.lock:
             cache[key] = kernel

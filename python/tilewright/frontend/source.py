@@ -32,14 +32,14 @@ def kernel_function(fn):
     return inner
 
 
-def defining_scope(fn, scope_name, scope_locals):
-    """``scope_locals`` (the locals of the function named ``scope_name``, a ``__qualname__``) when
-    ``fn`` was defined directly in that function and its annotations are postponed (strings, from
-    ``from __future__ import annotations``); else None. Python evaluates such annotations in the
-    defining scope, whose locals a closure holds only when the body uses them (a factory's
-    ``shape = (N,)`` or a dtype used only in annotations: hunt35 F3). A module-level function needs
-    none: its globals are that scope."""
-    if getattr(fn, "__qualname__", "").rpartition(".<locals>.")[0] != scope_name:
+def defining_scope(fn, scope_code, scope_locals):
+    """``scope_locals`` (the locals of a run of the code object ``scope_code``) when ``fn`` was
+    defined directly in that code (its code is one of the constants) and its annotations are
+    postponed (strings, from ``from __future__ import annotations``); else None. Python evaluates
+    such annotations in the defining scope, whose locals a closure holds only when the body uses
+    them (a factory's ``shape = (N,)`` or a dtype used only in annotations: hunt35 F3)."""
+    code = getattr(fn, "__code__", None)
+    if code is None or not any(c is code for c in getattr(scope_code, "co_consts", ())):
         return None
     if not any(isinstance(a, str) for a in (getattr(fn, "__annotations__", None) or {}).values()):
         return None
@@ -50,7 +50,7 @@ def caller_scope(fn, depth):
     """:func:`defining_scope` for the frame ``depth`` levels above the caller of this function's
     caller (1: that caller's caller), where a decorator or ``tw.compile`` runs at the definition."""
     frame = sys._getframe(depth + 1)
-    return defining_scope(fn, frame.f_code.co_qualname, frame.f_locals)
+    return defining_scope(fn, frame.f_code, frame.f_locals)
 
 
 class Source:
