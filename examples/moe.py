@@ -18,8 +18,8 @@ Four kernels, as a serving engine runs them:
 4. `combine`: out[t] = sum_k w[t, k] * Y[slot[t, k]] — a gather per token, so the result does not
    depend on the order in which experts finish (no atomic adds).
    `combine_atomic` is the scatter-add form beside it: program (n block, t, k) adds w[t, k] *
-   Y[slot[t, k]] into out[t] with T.atomic_add (the k programs of a token add into the same row in
-   any order: float results can differ in the last bits between runs; out must start zeroed).
+   Y[slot[t, k]] into out[t] with T.atomic_add (a token's k programs add into its row in any order:
+   float results can differ in the last bits between runs; out, returned, starts at zero per call).
 
 The serving form of step 3 (bench/ascend.py's MoE case): `gather_rows` permutes the tokens into the
 sorted, padded order once (Xs[s] = x[rows[s]]), then `grouped_gemm_sorted` reads each row block as
@@ -225,7 +225,7 @@ def combine(tokens, ffn, top_k, n_rows, block_N=256, dtype="float32"):
     return main
 
 
-@tw.jit
+@tw.jit(out_idx=[-1])  # Out: written only by T.atomic_add, so it starts at zero on every call
 def combine_atomic(tokens, ffn, top_k, n_rows, block_N=256, dtype="float32"):
     @T.prim_func
     def main(Y: T.Tensor((n_rows, ffn), "float32"), Slot: T.Tensor((tokens, top_k), "int32"),
@@ -243,7 +243,7 @@ def combine_atomic(tokens, ffn, top_k, n_rows, block_N=256, dtype="float32"):
 
 def moe(x, logits, w, top_k, block_M=32, target="cpu", atomic_combine=False):
     """The four kernels in order; returns (out, ids, weights). atomic_combine: the scatter-add
-    combine (combine_atomic into a zeroed out) instead of the gather."""
+    combine (combine_atomic) instead of the gather."""
     tokens, hidden = x.shape
     experts, _, ffn = w.shape
     dtype = str(x.dtype)
@@ -251,11 +251,8 @@ def moe(x, logits, w, top_k, block_M=32, target="cpu", atomic_combine=False):
     rows, block_expert, slot = align_by_expert(tokens, experts, top_k, block_M, target=target)(ids)
     y = grouped_gemm(tokens, hidden, ffn, experts, top_k, block_M=block_M, dtype=dtype, target=target)(
         x, w, rows, block_expert)
-    if atomic_combine:
-        out = np.zeros((tokens, ffn), x.dtype)
-        combine_atomic(tokens, ffn, top_k, rows.shape[0], dtype=dtype, target=target)(y, slot, weights, out)
-    else:
-        out = combine(tokens, ffn, top_k, rows.shape[0], dtype=dtype, target=target)(y, slot, weights)
+    combine_k = combine_atomic if atomic_combine else combine
+    out = combine_k(tokens, ffn, top_k, rows.shape[0], dtype=dtype, target=target)(y, slot, weights)
     return out, ids, weights
 
 

@@ -240,6 +240,16 @@ def _resolve(module: str, qualname: str):
     return obj.fn if isinstance(obj, Autotuner) else obj
 
 
+def _amount(x, unit, base=1000):
+    """``x`` with a unit prefix (base 1000: k, M, G, T; 1024: Ki, Mi, Gi, Ti), three digits."""
+    prefixes = ("", "k", "M", "G", "T") if base == 1000 else ("", "Ki", "Mi", "Gi", "Ti")
+    for p in prefixes[:-1]:
+        if abs(x) < base:
+            return f"{x:.3g} {p}{unit}"
+        x /= base
+    return f"{x:.3g} {prefixes[-1]}{unit}"
+
+
 def _peaks(target):
     """(peak FLOP/s, memory bytes/s, cache bytes/s or 0) of a target: measured on cpu (no cache
     term: its caches are not measured), the chip table's Cube peak, HBM and L2 on Ascend."""
@@ -273,13 +283,15 @@ def _timing_inputs(kernel, inputs, params, name):
 
 
 def _estimate(kernel, peaks, inputs=None, params=None, name="kernel"):
-    """(estimate in seconds or None, detail) of a compiled kernel (phase 2): the roofline bound
-    against ``peaks`` (see _peaks) on cpu, the simulator's timing model on Ascend."""
+    """(estimate in seconds or None, what it is) of a compiled kernel (phase 2): the roofline bound
+    against ``peaks`` (see _peaks) on cpu, the simulator's timing model on Ascend (the timing-only
+    run of the simulation that times it: the two figures agree). The second item names the
+    estimate in the progress lines and prune reasons."""
     if _C.target_info(kernel.target)["kind"] == "cpu":
         t = kernel._exe.roofline_seconds(*peaks)
-        return t, "roofline" if t is not None else "no estimate (non-constant loop bounds)"
+        return t, "roofline estimate" if t is not None else "no estimate (non-constant loop bounds)"
     prof = kernel.profile(*_timing_inputs(kernel, inputs, params, name), functional=False, check=False)
-    return prof["time_us"] * 1e-6, "simulator timing model"
+    return prof["time_us"] * 1e-6, "timing-model estimate"
 
 
 def _quiet_worker():
@@ -516,7 +528,7 @@ class Autotuner:
         if r["status"] == "timed":
             what = f"{r['ms']:.4f} ms" + (" (simulated)" if simulated else "")
             if r.get("estimate_s"):
-                what += f"  (roofline estimate {r['estimate_s'] * 1e3:.4f} ms)"
+                what += f"  ({r['estimate_detail']} {r['estimate_s'] * 1e3:.4f} ms)"
         else:
             what = f"{r['status']}: {r['reason']}"
         self._say(f"  [{report.index(r) + 1}/{len(report)}] {r['config']!r}: {what}")
@@ -605,7 +617,7 @@ class Autotuner:
             for r in report:
                 if r["status"] == "compiled" and best_est is not None and r["estimate_s"] is not None \
                         and r["estimate_s"] > self.prune_factor * best_est:
-                    r.update(status="pruned", reason=f"roofline estimate {r['estimate_s'] * 1e3:.3f} ms > "
+                    r.update(status="pruned", reason=f"{r['estimate_detail']} {r['estimate_s'] * 1e3:.3f} ms > "
                                                      f"{self.prune_factor:g} x best {best_est * 1e3:.3f} ms")
                     self._line(report, r, simulated)
             todo = [r for r in report if r["status"] == "compiled"]
@@ -693,10 +705,14 @@ class Autotuner:
         if best["roofline"]["fraction"] > 1.0:
             note = ("; above 100%: the stored peaks are too low (measured on a busy machine?): re-measure with "
                     "`tilewright tune --refresh-peaks` or tilewright.autotune.machine_peaks(refresh=True)")
-        return (f"{achieved / 1e9:.1f} GFLOP/s, {100 * best['roofline']['fraction']:.0f}% of its roofline bound "
-                f"({limit}-bound: {flops / 1e9:.2f} GFLOP, {bytes_once / 2**20:.1f} MiB in/out, {tile_bytes / 2**20:.1f} MiB "
-                f"of tile copies; peaks {pf / 1e9:.0f} GFLOP/s, {mem_bw / 1e9:.1f} GB/s"
-                + (f", cache {cache_bw / 1e9:.0f} GB/s)" if cache_bw else ")") + note)
+        # the bound itself is printed: on Ascend a small kernel's is a fraction of a microsecond against
+        # a launch of microseconds, which a whole percent printed as "0%" (hunt35); no GFLOP/s without gemm
+        pct = 100 * best["roofline"]["fraction"]
+        return ((f"{_amount(achieved, 'FLOP/s')}, " if flops else "") + (f"{pct:.0f}%" if pct >= 10 else f"{pct:.2g}%")
+                + f" of its roofline bound of {bound * 1e6:.3g} us ({limit}-bound: {_amount(flops, 'FLOP')}, "
+                f"{_amount(bytes_once, 'B', 1024)} in/out, {_amount(tile_bytes, 'B', 1024)} of tile copies; peaks "
+                f"{_amount(pf, 'FLOP/s')}, {_amount(mem_bw, 'B/s')}" + (f", cache {_amount(cache_bw, 'B/s')})" if cache_bw else ")")
+                + note)
 
     def __call__(self, *args, target="cpu", **kwargs):
         key_values = self._key_values(args, kwargs)

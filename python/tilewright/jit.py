@@ -17,6 +17,7 @@ import numpy as _np
 from . import _C
 from .benchmark import active_timer as _active_timer
 from .errors import TilewrightError, TilewrightWarning, user_location
+from .frontend.source import caller_scope, defining_scope
 from .language import PrimFunc
 from .log import progress as _progress
 
@@ -397,7 +398,9 @@ def _out_indices(ir_kernel, out_idx):
     return result
 
 
-def _build(prim_or_fn, target: str, out_idx) -> Kernel:
+def _build(prim_or_fn, target: str, out_idx, defining_locals=None) -> Kernel:
+    """Compile a PrimFunc, or parse and compile a tile-loops function (``defining_locals``: the
+    scope its postponed annotations are evaluated in, as for parse_tile_loops)."""
     if not isinstance(target, str):
         raise TilewrightError(f"target must be a target name (a str), got {target!r}", *user_location(),
                               hint="one of: " + ", ".join(name for name, _ in _C.targets()))
@@ -405,7 +408,7 @@ def _build(prim_or_fn, target: str, out_idx) -> Kernel:
         ir_kernel = prim_or_fn.ir
     else:  # a function with tile loops; anything else is the front end's located error (api34 F1, F3)
         from .frontend import parse_tile_loops
-        ir_kernel = parse_tile_loops(prim_or_fn)
+        ir_kernel = parse_tile_loops(prim_or_fn, defining_locals=defining_locals)
     outs = _out_indices(ir_kernel, out_idx)
     inputs = [i for i in outs if not ir_kernel.params[i].is_output]
     if inputs and not isinstance(prim_or_fn, PrimFunc):
@@ -454,9 +457,11 @@ def compile(fn=None, *, target: str = "cpu", out_idx=None):  # noqa: A001 - the 
       ``tw.load``, ``tw.matmul``, ``tw.store`` inside ``for`` loops) replaces it by the compiled
       kernel. Errors are reported at the definition, not at the first call.
     """
+    # a tile-loops function is parsed here, so its postponed annotations see the scope of the call
+    # when that scope defined it (a factory's locals: hunt35 F3)
     if fn is None:
-        return lambda f: _build(f, target, out_idx)
-    return _build(fn, target, out_idx)
+        return lambda f: _build(f, target, out_idx, caller_scope(f, 1))
+    return _build(fn, target, out_idx, caller_scope(fn, 1))
 
 
 def _freeze(value):
@@ -528,7 +533,7 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
                 cache.move_to_end(key)
                 return kernel
         try:
-            signature.bind(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
         except TypeError as e:  # the factory's TypeError was raised from this wrapper (api34 F6)
             raise TilewrightError(f"@tw.jit function '{name}{signature}': {e}", *user_location(),
                                   hint="pass the factory's parameters (sizes, block sizes, dtypes); the compiled "
@@ -540,7 +545,11 @@ def jit(fn=None, *, out_idx=None, target: str = "cpu"):
                                   f"or a function written with tile loops, got {prim!r}",
                                   *((code.co_filename, code.co_firstlineno) if code else user_location()),
                                   hint="end the factory with 'return main', main being the @T.prim_func it defines")
-        kernel = _build(prim, tgt, out_idx)
+        # a tile-loops function it returns is parsed after the factory returned: its postponed
+        # annotations see the factory's parameters (its other locals are gone; hunt35 F3)
+        bound.apply_defaults()
+        scope = defining_scope(prim, getattr(inspect.unwrap(fn), "__code__", None), bound.arguments)
+        kernel = _build(prim, tgt, out_idx, scope)
         with state.lock:
             cache[key] = kernel
             cache.move_to_end(key)

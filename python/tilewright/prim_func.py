@@ -2,11 +2,10 @@
 explicit style into the Tile IR when it is defined."""
 from __future__ import annotations
 
-import sys
-
 from ._C import ir
 from .errors import TilewrightError, user_location
 from .frontend import parse_prim_func
+from .frontend.source import caller_scope
 
 
 class PrimFunc:
@@ -36,9 +35,5 @@ def prim_func(fn):
     definition. Returns a :class:`PrimFunc` (``fn`` itself when it is one already)."""
     if isinstance(fn, PrimFunc):  # @T.prim_func twice: it read fn's name, which a PrimFunc lacks (api34 F7)
         return fn
-    defining = None
-    if any(isinstance(a, str) for a in (getattr(fn, "__annotations__", None) or {}).values()):
-        # postponed annotations: Python evaluates them in the defining scope, whose locals a closure
-        # holds only when the body uses them (a factory's `shape = (N,)`: hunt35 F3)
-        defining = sys._getframe(1).f_locals
-    return PrimFunc(fn, parse_prim_func(fn, defining_locals=defining))
+    # postponed annotations are evaluated in the defining scope (a factory's `shape = (N,)`: hunt35 F3)
+    return PrimFunc(fn, parse_prim_func(fn, defining_locals=caller_scope(fn, 1)))

@@ -331,23 +331,26 @@ def test_topk_gating_on_ascend_matches_cpu_and_float64(tokens, experts, top_k):
 def test_scatter_add_combine_matches_the_gather(target, tokens, ffn, experts, top_k, dtype):
     """combine_atomic (program (n block, t, k) adds w * Y[slot] into out[t] with T.atomic_add) against
     the deterministic gather combine: the k adds into a row come in any order, so float32 agrees to
-    rounding (atol 1e-6, rtol 1e-5) and 16-bit outputs to one rounding per add."""
+    rounding (atol 1e-6, rtol 1e-5) and 16-bit outputs to one rounding per add. out is its out_idx
+    output, which starts at zero on every call (h-api35): a second call does not add to the first's."""
     x, logits, w = moe.inputs(tokens, 32, ffn, experts, seed=tokens)
     _, ids, weights = moe.moe(x, logits, w, top_k, block_M=16)
     rows, _, slot = moe.align_by_expert(tokens, experts, top_k, 16)(ids)
     y = np.random.default_rng(3).standard_normal((rows.shape[0], ffn)).astype(np.float32)
     gather = moe.combine(tokens, ffn, top_k, rows.shape[0], dtype=dtype)(y, slot, weights)
-    out = np.zeros((tokens, ffn), gather.dtype)
     k = moe.combine_atomic(tokens, ffn, top_k, rows.shape[0], dtype=dtype, target=target)
-    if target == "cpu":
-        k(y, slot, weights, out)
-    else:
-        prof = k.profile(y, slot, weights, out)
-        assert prof["reports"] == [], "\n".join(prof["reports"])
     ref = sum(weights[:, kk:kk + 1].astype(np.float64) * y[slot[:, kk]].astype(np.float64) for kk in range(top_k))
     tol = dict(atol=1e-6, rtol=1e-5) if dtype == "float32" else dict(atol=1e-2 * top_k, rtol=1e-2 * top_k)
-    assert_close(out, ref, **tol)
-    assert_close(out, gather, **tol)
+    for _ in range(2):  # the second call starts from zero too
+        if target == "cpu":
+            out = k(y, slot, weights)
+        else:
+            prof = k.profile(y, slot, weights)
+            assert prof["reports"] == [], "\n".join(prof["reports"])
+            out = prof.outputs
+        assert out.dtype == gather.dtype and out.shape == (tokens, ffn)
+        assert_close(out, ref, **tol)
+        assert_close(out, gather, **tol)
 
 
 def test_moe_with_the_scatter_add_combine():

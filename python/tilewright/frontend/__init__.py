@@ -44,12 +44,13 @@ def parse_prim_func(fn, out_idx=None, defining_locals=None):
     return _parse(PrimFuncParser(fn, out_idx, defining_locals))
 
 
-def parse_tile_loops(fn, arg_specs=None):
+def parse_tile_loops(fn, arg_specs=None, defining_locals=None):
     """Build the IR kernel of a tile-loops function.
 
     ``arg_specs`` (optional) supplies or overrides parameter annotations, as a list in parameter
     order or a dict by name. Each spec is a ``tw.Tensor(shape, dtype)`` (a tensor input), a dtype
     or ``int``/``float`` (a scalar input), or a Python int/float (a compile-time constant bound to
     that parameter). Outputs are the ``tw.output`` declarations, after the inputs.
+    ``defining_locals``: as for :func:`parse_prim_func`.
     """
-    return _parse(TileLoopsParser(fn, arg_specs))
+    return _parse(TileLoopsParser(fn, arg_specs, defining_locals))

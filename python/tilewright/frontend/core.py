@@ -182,7 +182,12 @@ class Parser:
                        "define it before the block, or keep the value in a buffer")
         found, value = self.src.lookup_python(name)
         if not found:
-            self.error(node, f"name '{name}' is not defined")
+            self.error(node, f"name '{name}' is not defined",
+                       "a postponed annotation (from __future__ import annotations) sees the module's globals, the "
+                       "names the body uses and the locals of the function that defines the kernel; a tile-loops "
+                       "function that a @tw.jit factory returns is parsed after the factory returned, so of its "
+                       "locals only its parameters: write the annotation with those (tw.Tensor((N, 8), dtype))"
+                       if self.src.in_annotations else "")
         return value
 
     # ------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import ast
 import builtins
 import inspect
 import os
+import sys
 
 from ..errors import TilewrightError, user_location
 
@@ -29,6 +30,27 @@ def kernel_function(fn):
                                    "style), or pass one written with tile loops (tw.output, tw.load, tw.store) to "
                                    "tw.compile")
     return inner
+
+
+def defining_scope(fn, scope_code, scope_locals):
+    """``scope_locals`` (the locals of a run of the code object ``scope_code``) when ``fn`` was
+    defined directly in that code (its code is one of the constants) and its annotations are
+    postponed (strings, from ``from __future__ import annotations``); else None. Python evaluates
+    such annotations in the defining scope, whose locals a closure holds only when the body uses
+    them (a factory's ``shape = (N,)`` or a dtype used only in annotations: hunt35 F3)."""
+    code = getattr(fn, "__code__", None)
+    if code is None or not any(c is code for c in getattr(scope_code, "co_consts", ())):
+        return None
+    if not any(isinstance(a, str) for a in (getattr(fn, "__annotations__", None) or {}).values()):
+        return None
+    return scope_locals
+
+
+def caller_scope(fn, depth):
+    """:func:`defining_scope` for the frame ``depth`` levels above the caller of this function's
+    caller (1: that caller's caller), where a decorator or ``tw.compile`` runs at the definition."""
+    frame = sys._getframe(depth + 1)
+    return defining_scope(fn, frame.f_code, frame.f_locals)
 
 
 class Source:

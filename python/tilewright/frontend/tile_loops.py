@@ -12,8 +12,8 @@ from .core import Buffer, Expr, Parser, _is_const, _marker_name, ir
 class TileLoopsParser(Parser):
     style = "tile loops"
 
-    def __init__(self, fn, arg_specs=None):
-        super().__init__(fn)
+    def __init__(self, fn, arg_specs=None, defining_locals=None):
+        super().__init__(fn, defining_locals)
         self.arg_specs = arg_specs
         self.outputs = []
         self.returned = False
