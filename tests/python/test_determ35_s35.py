@@ -2,7 +2,7 @@
 
 examples/moe.py's topk_gating compiled to two ascend910b Programs (21810 or 21951 simulated cycles) depending on the
 heap: mark_nan_unobserved tried its candidate reductions in address order, and dropping one (the top-k rounds' max)
-makes another (the softmax's row max) provable. Each child process below compiles a set of kernels (moe's four,
+makes another (the softmax's row max) provable. Each child process below compiles a set of kernels (moe's four, topk_gating at two shapes,
 a masked-attention block mask and causal prefill, paged decode, a seven-arm elif chain, a gemm) in its own order,
 with another kernel compiled first, and with the heap shuffled between compiles (malloc / free of small blocks:
 what compiling other kernels does to the addresses, made repeatable); the AscendC kernel, the printed Ascend
@@ -38,6 +38,7 @@ def _kernels(folder):
     rows = moe.padded_rows(100, 8, 2, 32)
     return {
         "topk_gating": lambda t: moe.topk_gating(100, 8, 2, target=t),
+        "topk_gating_k4": lambda t: moe.topk_gating(20, 4, 4, target=t),  # h-mul35's: 27789 or 28138 cycles
         "align_by_expert": lambda t: moe.align_by_expert(100, 8, 2, 32, target=t),
         "grouped_gemm": lambda t: moe.grouped_gemm(100, 96, 80, 8, 2, block_M=32, target=t),
         "combine": lambda t: moe.combine(100, 80, 2, rows, target=t),
@@ -91,7 +92,7 @@ def _run(spec, cache):
 
 
 def test_sources_do_not_depend_on_what_was_compiled_before(tmp_path):
-    names = ["topk_gating", "align_by_expert", "grouped_gemm", "combine", "block_mask", "prefill_causal",
+    names = ["topk_gating", "topk_gating_k4", "align_by_expert", "grouped_gemm", "combine", "block_mask", "prefill_causal",
              "paged_decode", "elif_chain", "gemm"]
     runs = [_run({"order": names, "first": "elif_chain", "rounds": 4, "seed": 0}, tmp_path / "a"),
             _run({"order": names[::-1], "first": "grouped_gemm", "rounds": 4, "seed": 4}, tmp_path / "b")]
