@@ -400,26 +400,32 @@ class Annotate : public ir::Mutator {
 }  // namespace
 
 ir::Kernel mark_nan_unobserved(const ir::Kernel& k) {
-  std::set<const ir::ReduceNode*> cand;
+  std::vector<const ir::ReduceNode*> order;  // the candidates in program order
   bool expert = k->is_npu();
   ir::for_each_stmt(k->body, [&](const Stmt& s) {
     if (s->kind == StmtKind::CoreScope || s->kind == StmtKind::Sync) expert = true;
     if (s->kind != StmtKind::Reduce) return;
     auto* r = as<ir::ReduceNode>(s);
-    if (r->reduce_kind != ir::ReduceKind::sum && r->src->dtype.is_float()) cand.insert(r);
+    if (r->reduce_kind != ir::ReduceKind::sum && r->src->dtype.is_float()) order.push_back(r);
   });
-  if (expert || cand.empty()) return k;
+  if (expert || order.empty()) return k;
+  // Dropping one candidate can make another provable, so the order in which they are tried decides
+  // the kept set: program order, never the set's (addresses: examples/moe.py's topk_gating compiled
+  // to two Programs depending on what the process compiled before, h-determ35). A candidate that
+  // fails with every other one exact fails in any set: those are dropped first, so they block no
+  // other (topk_gating's softmax max is kept: its top-k rounds' max is not provable).
+  std::set<const ir::ReduceNode*> cand;
+  for (auto* r : order) {
+    std::set<const ir::ReduceNode*> alone{r};
+    if (Prover(k, alone).prove(r)) cand.insert(r);
+  }
   for (bool changed = true; changed && !cand.empty();) {  // drop the unproven, prove the rest again
     changed = false;
-    for (auto it = cand.begin(); it != cand.end();) {
-      Prover p(k, cand);
-      if (p.prove(*it)) {
-        ++it;
-      } else {
-        it = cand.erase(it);
+    for (auto* r : order)
+      if (cand.count(r) && !Prover(k, cand).prove(r)) {
+        cand.erase(r);
         changed = true;
       }
-    }
   }
   if (cand.empty()) return k;
   return Annotate(cand).mutate_kernel(k);

@@ -31,8 +31,10 @@ namespace tw::transform {
 //   index, no transposes, whole tiles): anything else, a data-dependent condition, a scalar read of
 //   it, or a write of a value that is neither S nor A to a global tensor, fails the proof.
 // A reduction is kept in the set when the run from every candidate's first difference ends with
-// every global write S or A (the outputs equal, NaN where NaN); candidates that fail are removed
-// and the rest proven again. Only kernels without expert-mode statements (core scopes, syncs).
+// every global write S or A (the outputs equal, NaN where NaN). Candidates that fail with every
+// other one exact are removed first; then, in program order (never by address: the result must not
+// depend on the heap), a candidate that fails is removed and the rest proven again.
+// Only kernels without expert-mode statements (core scopes, syncs).
 //
 // The annotation is a promise about values, so a pass that rebuilds the reduction keeps it
 // (ir::Mutator, split_cube_vector, fold_exp2_scale).

@@ -2,6 +2,7 @@
 // (split_rows, split_cols).
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <vector>
@@ -17,6 +18,14 @@ inline bool meets(const BufSet& a, const BufSet& b) {
   for (auto* x : a)
     if (b.count(x)) return true;
   return false;
+}
+
+// A set's buffers by name, for a message naming the first that fails: a BufSet's own order is
+// the buffers' addresses, which differ from process to process (h-determ35).
+inline std::vector<const ir::BufferNode*> by_name(const BufSet& s) {
+  std::vector<const ir::BufferNode*> v(s.begin(), s.end());
+  std::stable_sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  return v;
 }
 
 // Every buffer a statement names.

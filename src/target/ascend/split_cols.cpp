@@ -642,7 +642,7 @@ ir::Kernel split_cols_straight(const ir::Kernel& input, int64_t blocks, ColSplit
       rw.off = ir::binary(ir::BinOp::Mul, blk, C(cb));
       // each statement replayed reads the non-column buffers as they were at its line
       for (size_t p : in) {
-        for (auto* b : items[p].reads) {
+        for (auto* b : by_name(items[p].reads)) {
           if (cols.count(b) || !write_pos.count(b)) continue;
           for (size_t w : write_pos.at(b)) {
             if (w <= p) continue;

@@ -3,6 +3,7 @@
 #include "target/ascend/pass_util.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -120,6 +121,18 @@ class Splitter {
     Buffer orig, cube, vec;
   };
   using State = std::unordered_map<Node, Side>;
+  // The tiles of a State or a tile set by name: the containers' own order follows the heap's
+  // addresses, and it decides the order of hand-off copies and which tile an error names (h-determ35).
+  template <class C>
+  static std::vector<Node> by_name(const C& c) {
+    std::vector<Node> v;
+    for (const auto& x : c) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(x)>, Node>) v.push_back(x);
+      else v.push_back(x.first);
+    }
+    std::stable_sort(v.begin(), v.end(), [](Node a, Node b) { return a->name < b->name; });
+    return v;
+  }
 
   void find_mixed() {
     std::unordered_set<Node> acc, opd;
@@ -249,7 +262,8 @@ class Splitter {
           State in = entry;
           body = walk(f->body, in);
           bool stable = true;
-          for (auto& [b, have] : in) {
+          for (Node b : by_name(in)) {
+            Side have = in.at(b);
             Side e = entry.count(b) ? entry[b] : Side::None;
             if (e == have) continue;
             Side m = e == Side::None ? have : have == Side::Both ? e : e == Side::Both ? have : Side::None;
@@ -275,8 +289,8 @@ class Splitter {
             break;
           }
         }
-        for (auto& [b, need] : entry)
-          if (need == Side::C || need == Side::V) ensure(mixed_.at(b).orig, need, st, out, sp);
+        for (Node b : by_name(entry))
+          if (Side need = entry.at(b); need == Side::C || need == Side::V) ensure(mixed_.at(b).orig, need, st, out, sp);
         for (auto& [b, have] : fin) st[b] = have;
         out.push_back(std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, sp));
         return ir_seq(std::move(out), sp);
@@ -292,7 +306,8 @@ class Splitter {
         auto side = [](State& m, Node x) { return m.count(x) ? m[x] : Side::None; };
         State joined = a;
         for (auto& [x, sd] : b) joined.emplace(x, sd);
-        for (auto& [x, sd] : joined) {
+        for (Node x : by_name(joined)) {
+          Side& sd = joined.at(x);
           Side p = side(a, x), r = side(b, x);
           if (p == r) continue;
           if (p == Side::None || p == Side::Both) sd = r;
@@ -396,12 +411,12 @@ class Splitter {
     acc.visit(s);
     std::vector<Stmt> out;
     Rebuffer rb;
-    for (Node b : acc.reads)
+    for (Node b : by_name(acc.reads))
       if (mixed_.count(b)) {
         ensure(mixed_.at(b).orig, Side::V, st, out, s->span);
         rb.map[b] = mixed_.at(b).vec;
       }
-    for (Node b : acc.writes)
+    for (Node b : by_name(acc.writes))
       if (mixed_.count(b)) {
         ensure(mixed_.at(b).orig, Side::V, st, out, s->span);  // element stores may be partial
         st[b] = Side::V;

@@ -2,6 +2,7 @@
 #include "target/ascend/split_rows.h"
 
 #include <map>
+#include <utility>
 #include <set>
 
 #include "ir/functor.h"
@@ -211,7 +212,7 @@ void check_composite(const ir::Stmt& s, Analysis& a, const BufSet& written, BufS
         check_row_stmt(t, a);
       } else {  // runs again for each group
         const std::string again = " inside " + what + " around the rows (it would run again for each group)";
-        for (auto* b : r)
+        for (auto* b : by_name(r))
           if (!is_tile_node(b) && written.count(b)) a.fail("a statement reading " + q(b->name) + ", which the block writes," + again, t->span);
         if (t->kind == ir::StmtKind::Copy || t->kind == ir::StmtKind::Fill) {
           const ir::Region& d = t->kind == ir::StmtKind::Copy ? ir::as<ir::CopyNode>(t)->dst : ir::as<ir::FillNode>(t)->dst;
@@ -577,11 +578,14 @@ ir::Kernel split_rows(const ir::Kernel& kernel, int64_t step, RowSplit* out) {
       once.push_back(s);
     }
   }
+  const Online* unsummed = nullptr;  // the first in the source (`online` is in address order)
   for (const auto& [m, o] : online)
-    if (!o.s)
-      a.fail("an exp of the max across the rows into " + q(m->name) + " whose tile " + q(o.t->name) +
-                 " no sum across the rows reduces (the running max differs from row group to row group)",
-             o.at);
+    if (!o.s && (!unsummed || std::pair(o.at.line, o.at.col) < std::pair(unsummed->at.line, unsummed->at.col)))
+      unsummed = &o;
+  if (unsummed)
+    a.fail("an exp of the max across the rows into " + q(unsummed->m->name) + " whose tile " + q(unsummed->t->name) +
+               " no sum across the rows reduces (the running max differs from row group to row group)",
+           unsummed->at);
   info.why_not = a.why_not;
   info.at = a.at;
   // The group sizes, largest first: ceil(R / k) for k = 2, 3, ... groups; only the divisors of R
