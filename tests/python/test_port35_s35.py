@@ -11,7 +11,7 @@ checker on), against float64 numpy / exact integers.
 - (a) kernels: one per construct on ascend910b (in-process, cheap), at its first dtype and every shape; one on cpu
   (a g++ compile). `python tests/python/port35_kernels.py` runs every kernel, dtype and shape on both targets.
 - (b) kernels: ascend910b's located error (the kernel's line and a hint); the form the hint names runs right.
-- Findings: F1 and F3 fixed on this branch, tested as they now behave; F2 (open) a strict xfail.
+- Findings: F1-F3 fixed on this branch, tested as they now behave.
 """
 import pathlib
 import re
@@ -91,19 +91,23 @@ def test_f1_unit_image_misaligned_tap_is_located(dt):
     P.check("avg_pool2d_pad_copies", dt, (1, 1, 1), TARGET)
 
 
-# F2 (open, medium: an error whose hint does not lead to a form that runs): chunked causal linear attention / RetNet
-# with the feature map (phi = elu + 1) or the decays computed in the kernel (q k^T masked within a chunk, + q S from
-# the earlier chunks' state, S += k^T v, the gemm operands rounded to 16 bits) is "more than 5 hand-offs between the
-# Cube and the vector code", hint "share fewer tiles between gemms and vector code"; sharing q and k in one tile
-# and the scores and the state in another is "an access to 'm_ub' indexed by the row variable outside its first
-# dim". What runs: phi (RetNet: the decays of q and k) applied by a kernel of its own, the state's 16-bit copy made
-# after each chunk's state gemm and zeroed from a cleared fragment first (linear_attn_state_fragment; RetNet's
-# state kept by the vector code, gamma^C S + a fresh gemm's k^T v: retnet_state; both in AGREE).
-@pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
-                   reason="port35 F2: chunked linear attention needs more than 5 Cube / vector hand-offs")
-@pytest.mark.parametrize("name", ["linear_attn_chunked", "retnet_chunked"])
-def test_f2_chunked_linear_attention(name):
-    P.check(name, "float16", (2, 37, 16), TARGET)
+# F2 (fixed: message and hint): chunked causal linear attention / RetNet with the feature map (phi = elu + 1) or the
+# decays computed in the kernel (q k^T masked within a chunk, + q S from the earlier chunks' state, S += k^T v, the
+# gemm operands rounded to 16 bits) is "more than 5 hand-offs between the Cube and the vector code"; its hint was
+# "share fewer tiles between gemms and vector code", and sharing q and k in one tile and the scores and the state in
+# another is "an access to 'm_ub' indexed by the row variable outside its first dim". The error now names the tiles
+# that cross and the hint the two moves that cut them: element-wise work on operands in a kernel of its own, a state
+# kept on one side. Those forms run: linear_attn_state_fragment (phi outside, the state copied after each chunk's
+# state gemm) and retnet_state (the decays of q and k outside, the state kept by the vector code).
+@pytest.mark.parametrize("name, alt", [("linear_attn_chunked", "linear_attn_state_fragment"),
+                                       ("retnet_chunked", "retnet_state")])
+def test_f2_chunked_linear_attention_hint(name, alt):
+    with pytest.raises(tw.TilewrightError, match=r"more than 5 hand-offs between the Cube and the vector code .*\): "
+                                                 r".*'q' to the Cube, 'k' to the Cube") as e:
+        P.check(name, "float16", (2, 37, 16), TARGET)
+    assert "port35_kernels.py:" in str(e.value) and re.search(r"in a kernel of its own.*stays on one side",
+                                                             str(e.value)), str(e.value)
+    P.check(alt, "float16", (2, 37, 16), TARGET)
 
 
 # F3 (fixed): in that form, zeroing the state's shared tile by T.clear(stsh) before the chunk loop (the loop's vector

@@ -1015,11 +1015,26 @@ class Splitter {
         h.ws = pair->ws, h.own_ws = false;
     } else {
       const int pairs = id_pairs();
-      if (pairs >= t_.ascend.cross_flag_ids / 2)
+      if (pairs >= t_.ascend.cross_flag_ids / 2) {
+        // port35 F2: name the tiles that cross, and the forms that cut them (chunked linear attention / RetNet)
+        std::string crossing;
+        auto one = [&](const ir::CopyNode* x) {
+          bool tv = is_cube_scope(x->src.buffer->scope);
+          crossing += (crossing.empty() ? "" : ", ") + q((tv ? x->src.buffer : x->dst.buffer)->name) +
+                      (tv ? " to the vector code" : " to the Cube");
+        };
+        for (const auto* o : handoff_order_)
+          if (!handoffs_.at(o).shares) one(static_cast<const ir::CopyNode*>(o));
+        one(c);
         throw ir::Error("more than " + std::to_string(pairs) + " hand-offs between the Cube and the vector code (two "
                         "cross-core flag ids each, shared only by hand-offs in exclusive if arms; the " + t_.name +
-                        " has ids 0.." + std::to_string(t_.ascend.cross_flag_ids - 1) + ")",
-                        s->span, "share fewer tiles between gemms and vector code");
+                        " has ids 0.." + std::to_string(t_.ascend.cross_flag_ids - 1) + "): " + crossing,
+                        s->span, "share fewer tiles between gemms and vector code: element-wise work on a gemm operand "
+                                 "read from global memory (a feature map, decays) can run in a kernel of its own, so the "
+                                 "operand goes to the Cube straight from global memory; a tile carried across loop "
+                                 "iterations stays on one side (a state the vector code updates, S = a * S + a fresh "
+                                 "gemm's result, copied into the gemm's operand once per iteration)");
+      }
       h.f = 2 * pairs;
       h.r = h.f + 1;
     }
