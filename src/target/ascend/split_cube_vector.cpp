@@ -1079,7 +1079,10 @@ class Splitter {
   }
   static constexpr const char* kFewerTiles =
       "share fewer tiles between gemms and vector code (compute a tile on one unit, or read it from global memory "
-      "on the other)";
+      "on the other): element-wise work on a gemm operand read from global memory (a feature map, decays) can run in "
+      "a kernel of its own, so the operand goes to the Cube straight from global memory; a tile carried across loop "
+      "iterations stays on one side (a state the vector code updates, S = a * S + a fresh gemm's result, copied into "
+      "the gemm's operand once per iteration)";
   // The hand-offs so far, for the errors: each tile, its direction and line.
   std::string crossing_tiles() const {
     std::string tiles;
