@@ -2345,6 +2345,20 @@ int MapLowering::wrapped_mul_pieces(int x, int y, const Span& sp) {
   const double bx = bound(x);
   const double by = !scalar_y ? bound(y) : ry ? static_cast<double>(std::max(-ry->first, ry->second)) : HUGE_VAL;
   if (bx == 0 || by == 0 || bx * by <= INT32_MAX) return B(ir::BinOp::Mul, x, y);
+  // Pieces only for a multiplier that is a constant outside 16 bits (a hash's 1103515245: its products leave int32
+  // for most x) or an int64 scalar (review34 R2): two tiles, a constant of 16 bits (x * 3 - 5) and a run-time int32
+  // scalar (a stride) keep their one Mul / Muls, the simulator's `int32 overflow` report where a product leaves
+  // int32 (the pieces cost 11-20 calls and their temporaries' UB on every such map: test_colred_s30's 1000 x 40
+  // int32 tile no longer fitted, port33's int32 cumprod's column form no longer compiled).
+  {
+    const auto cv = scalar_y ? ir::arith::literal(simp(nodes_[y].scalar)) : std::nullopt;
+    const Expr& sy = nodes_[y].scalar;
+    const bool int64_scalar = scalar_y && !cv && (sy->dtype == i64 || (sy->kind == ir::ExprKind::Cast &&
+                                                                      as<ir::CastNode>(sy)->value->dtype == i64));
+    const bool wide_const = cv && (*cv < -32768 || *cv > 32767 || std::has_single_bit(static_cast<uint32_t>(
+                                                                           static_cast<int64_t>(*cv))));
+    if (!wide_const && !int64_scalar) return B(ir::BinOp::Mul, x, y);
+  }
   y = to_type(y, kI32, sp);
   // (H + (L >> 16)) << 16 plus L modulo 2^16
   auto combine = [&](int L, int H) {
