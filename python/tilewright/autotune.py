@@ -560,7 +560,8 @@ class Autotuner:
                                       f"got {pruned!r}")
             configs = [c if isinstance(c, Config) else Config(**c) for c in pruned]
             if not configs:
-                raise TilewrightError(f"autotune '{self.__name__}': prune() removed every configuration")
+                raise TilewrightError(f"autotune '{self.__name__}': prune() removed every configuration",
+                                      *user_location(), hint="have prune() keep at least one configuration")
         n = len(configs)
         t_start = time.perf_counter()
         self._say(f"tilewright: tuning '{self.__name__}' for {target} "
@@ -586,7 +587,7 @@ class Autotuner:
                 pickle.dumps(self.inputs)
             except Exception as e:  # noqa: BLE001 - any pickling failure: the same advice
                 raise TilewrightError(f"autotune '{self.__name__}': inputs={self.inputs!r} cannot be sent to the "
-                                      f"executor's workers ({type(e).__name__}: {e})",
+                                      f"executor's workers ({type(e).__name__}: {e})", *user_location(),
                                       hint="define it at the top level of a module (workers import it by name), "
                                            "or tune with executor=\"inline\"") from None
         try:
@@ -658,7 +659,7 @@ class Autotuner:
             else:
                 hint = "add configurations that fit the target's buffers"
             raise TilewrightError(f"autotune '{self.__name__}' for {target}: no configuration could be run ({reasons})",
-                                  hint=hint)
+                                  *user_location(), hint=hint)  # at the call that started the sweep (api35 F2)
         best = min(timed, key=lambda r: r["ms"])
         self.report = report
         self.best_config = best["config"]

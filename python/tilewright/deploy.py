@@ -270,8 +270,15 @@ def _kernels_from(value):
     if isinstance(value, tuple) and value and callable(value[0]) and not isinstance(value[0], Kernel):
         value = [value]
     if not hasattr(value, "__iter__") or isinstance(value, (str, bytes)):
+        from .prim_func import PrimFunc
+        if isinstance(value, PrimFunc):  # the fix names the value (api35 F3)
+            fix = f"compile it first: tw.compile({value.name}, out_idx=[...]) is a kernel to export"
+        elif hasattr(value, "_tw_jit_cache"):
+            fix = f"name it with its arguments: a spec ({value.__name__}, (args...)) or a list of them"
+        else:
+            fix = "SPECS = [kernel, (factory, (args...)), ...]"
         raise TilewrightError(f"cannot export {value!r}: not a kernel, a spec, or a list / dict / iterable of them",
-                              hint="SPECS = [kernel, (factory, (args...)), ...]")
+                              hint=fix)
     value = list(value)  # any iterable of kernels and specs (a generator too)
     kernels, specs, where = [None] * len(value), [], []
     for i, v in enumerate(value):

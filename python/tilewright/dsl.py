@@ -25,6 +25,21 @@ class DType(str):
         _outside_kernel(f"T.{self}")
 
 
+def dtype_name(value):
+    """The dtype name of a dtype given as a name, a numpy dtype or scalar type (``np.float16``,
+    ``np.dtype("int32")``, ml_dtypes' bfloat16) or a torch dtype (``torch.float16``); None for
+    anything else. Users pass these where a dtype name goes (api35 F1)."""
+    if isinstance(value, str):
+        return value
+    module = type(value).__module__ or ""
+    if module.startswith("torch") and type(value).__name__ == "dtype":
+        return str(value)[len("torch."):]  # torch.float16 (torch.half prints so too)
+    np = _sys.modules.get("numpy")
+    if np is not None and (isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic))):
+        return np.dtype(value).name
+    return None
+
+
 class SymbolicDim:
     """A symbolic tensor dimension (``T.symbolic("M")``): bound from the actual argument at call
     time; the kernel is not specialised on it. Dimensions with the same name are the same."""
@@ -71,10 +86,12 @@ class Tensor:
                 raise TilewrightError(
                     f"tensor dimension must be an int, a T.symbolic dim or a name string, got {d!r}",
                     *user_location())
-        if not isinstance(dtype, str):
-            raise TilewrightError(f"tensor dtype must be a name like 'float16', got {dtype!r}", *user_location())
+        name = dtype_name(dtype)
+        if name is None:
+            raise TilewrightError(f"tensor dtype must be a name like 'float16', got {dtype!r}", *user_location(),
+                                  hint="a dtype name ('float16', T.float16), a numpy dtype or a torch dtype")
         self.shape = shape
-        self.dtype = str(dtype)
+        self.dtype = str(name)
 
     def __repr__(self):
         return f"Tensor({self.shape!r}, {self.dtype!r})"

@@ -119,15 +119,20 @@ std::unordered_set<const void*> loop_local_tiles(const Kernel& k, const ForNode&
   return out;
 }
 
-// The global tensors a kernel writes (by copy, store, fill, reduce or gemm).
-std::unordered_set<const void*> globals_written(const Kernel& k) {
-  std::unordered_set<const void*> out;
+// Calls f(buffer, atomic) for each statement that writes a global tensor (a copy, T.atomic_add,
+// store, fill, reduce or gemm destination).
+template <class F>
+static void each_global_write(const Kernel& k, F f) {
   for_each_stmt(k->body, [&](const Stmt& s) {
-    auto w = [&](const Buffer& b) {
-      if (b && b->scope == Scope::global) out.insert(b.get());
+    auto w = [&](const Buffer& b, bool atomic = false) {
+      if (b && b->scope == Scope::global) f(b.get(), atomic);
     };
     switch (s->kind) {
-      case StmtKind::Copy: w(static_cast<const CopyNode*>(s.get())->dst.buffer); break;
+      case StmtKind::Copy: {
+        const auto& c = *static_cast<const CopyNode*>(s.get());
+        w(c.dst.buffer, c.atomic);
+        break;
+      }
       case StmtKind::Store: w(static_cast<const StoreNode*>(s.get())->buffer); break;
       case StmtKind::Fill: w(static_cast<const FillNode*>(s.get())->dst.buffer); break;
       case StmtKind::Reduce: w(static_cast<const ReduceNode*>(s.get())->dst); break;
@@ -136,7 +141,19 @@ std::unordered_set<const void*> globals_written(const Kernel& k) {
       case StmtKind::Alloc: case StmtKind::CoreScope: case StmtKind::Sync: break;  // no tile op
     }
   });
+}
+
+std::unordered_set<const void*> globals_written(const Kernel& k) {
+  std::unordered_set<const void*> out;
+  each_global_write(k, [&](const void* b, bool) { out.insert(b); });
   return out;
+}
+
+std::unordered_set<const void*> globals_accumulated(const Kernel& k) {
+  std::unordered_set<const void*> added, stored;
+  each_global_write(k, [&](const void* b, bool atomic) { (atomic ? added : stored).insert(b); });
+  for (const void* b : stored) added.erase(b);
+  return added;
 }
 
 }  // namespace tw::transform

@@ -24,6 +24,12 @@ bool referenced_outside(const ir::Stmt& root, const ir::Stmt& inside, const ir::
 // kernel writes (Executable.written_inputs).
 std::unordered_set<const void*> globals_written(const ir::Kernel& k);
 
+// The global tensors a kernel writes only by T.atomic_add (a scatter-add, split-K partials, a
+// histogram): an output among them starts at zero (cpu's tw_grid zeroes it, the simulator's
+// machine too; the printed AscendC host zeroes every output), since adding into memory the runtime
+// allocated would return garbage plus the sum (api35).
+std::unordered_set<const void*> globals_accumulated(const ir::Kernel& k);
+
 // The whole of a tile (constant shape, region at 0 with the tile's extents)?
 bool whole_tile(const ir::Region& r);
 

@@ -188,6 +188,7 @@ class Parser:
     # Conversions
 
     def dtype_of(self, value, node, what="dtype"):
+        value = _dsl.dtype_name(value) or value  # numpy / torch dtypes by their name (api35 F1)
         if not isinstance(value, str):
             self.error(node, f"{what} must be a dtype name such as 'float16' or T.float16, got {value!r}")
         canon = ir.canonical_dtype(value)

@@ -85,6 +85,9 @@ struct KernelParam {
   std::vector<ir::Expr> shape;  // tensors
   ir::Var var;                  // scalars: the variable instructions refer to
   bool is_output = false;
+  // An output only T.atomic_add writes (transform::globals_accumulated): it starts at zero (the
+  // simulator zeroes it before the launch; the printed host program zeroes every output).
+  bool zeroed = false;
 };
 
 // A statically planned on-chip buffer of one core type (every core of that type has its own).

@@ -632,6 +632,7 @@ class ProgramParser {
         L.expect("]");
       }
       k.is_output = L.accept_word("out");
+      k.zeroed = k.is_output && L.accept_word("zeroed");
     } else {
       k.is_tensor = false;
       k.dtype = L.dtype();

@@ -264,7 +264,7 @@ std::string print_program(const Program& p) {
     if (k.is_tensor) {
       os << "GM " << k.dtype.name() << "[";
       for (size_t d = 0; d < k.shape.size(); ++d) os << (d ? ", " : "") << ex(k.shape[d]);
-      os << "]" << (k.is_output ? " out" : "");
+      os << "]" << (k.is_output ? " out" : "") << (k.zeroed ? " zeroed" : "");
     } else {
       os << k.dtype.name();
     }

@@ -17,6 +17,7 @@
 #include "target/ascend/plan_memory.h"
 #include "target/ascend/vector_util.h"
 #include "transform/simplify.h"
+#include "transform/tile_facts.h"
 
 namespace tw::ascend {
 
@@ -243,11 +244,13 @@ class Lowerer {
 
   // ---- parameters and buffers ----
   void map_params() {
+    const auto accumulated = transform::globals_accumulated(k_);
     for (size_t i = 0; i < k_->params.size(); ++i) {
       const ir::Param& ip = k_->params[i];
       KernelParam kp;
       kp.name = ip.name();
       kp.is_output = ip.is_output;
+      kp.zeroed = ip.is_output && ip.buffer && accumulated.count(ip.buffer.get());
       if (ip.buffer) {
         kp.is_tensor = true;
         kp.dtype = ip.buffer->dtype;

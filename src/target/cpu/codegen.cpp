@@ -641,6 +641,17 @@ std::string CodeGen::run() {
   out_ += "extern \"C\" void tw_grid(const TwArgs* tw_args, int64_t tw_ext[3]) {\n";
   indent_ = 1;
   emit_params(/*tensors=*/false);
+  // An output the kernel only adds into (T.atomic_add) starts at zero, before any block runs
+  // (transform::globals_accumulated: the runtime allocated it, garbage + the sum otherwise).
+  const auto accumulated = transform::globals_accumulated(k_);
+  for (size_t i = 0; i < k.params.size(); ++i) {
+    const Param& p = k.params[i];
+    if (!p.is_output || !p.buffer || !accumulated.count(p.buffer.get())) continue;
+    std::string bytes = std::to_string(p.buffer->dtype.bytes());
+    for (const auto& d : p.buffer->shape) bytes += " * (size_t)(" + expr(d) + ")";
+    line("__builtin_memset(tw_args->params[" + std::to_string(i) + "], 0, " + bytes + ");  // " + p.buffer->name +
+         ": only T.atomic_add writes it");
+  }
   if (!elidable_.empty())  // gemm may cache packed views of inputs: valid for one launch only
     line("tw_cpu::new_launch();");
   for (size_t i = 0; i < 3; ++i)

@@ -710,6 +710,9 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
   for (size_t i = 0; i < prog.params.size(); ++i)
     if (prog.params[i].is_tensor && prog.params[i].shape.size() >= 2) gm_row_elems_[i] = eval_expr(prog.params[i].shape.back());
   if (opt.functional) workspace.assign(static_cast<size_t>(std::max<int64_t>(workspace_bytes_, 0)), 0);
+  for (size_t i = 0; i < prog.params.size(); ++i)  // an output only T.atomic_add writes starts at zero
+    if (opt.functional && prog.params[i].zeroed && args[i].data && args[i].bytes > 0)
+      std::memset(args[i].data, 0, static_cast<size_t>(args[i].bytes));
   if ((!runs_aiv(prog.kernel_type) && prog.aiv) || (!runs_aic(prog.kernel_type) && prog.aic))
     throw ir::Error("ascend simulator: kernel type " + std::string(kernel_type_name(prog.kernel_type)) +
                         " with code for the other core type",
