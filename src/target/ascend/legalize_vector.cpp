@@ -2033,12 +2033,21 @@ void MapLowering::unstored_past_int32(const Expr& e, bool wraps) {
              "used before it is stored: the language computes it in int64 there (docs/language.md \"Bitwise operators "
              "and shifts\"), the Ascend vector units in int32", e->span,
              "wrap it first, T.cast(..., \"int32\") around it (or store it), or compute on the cpu target");
-      unstored_past_int32(b->a, modular || b->op == ir::BinOp::Shl || b->op == ir::BinOp::Shr);
-      unstored_past_int32(b->b, modular);
+      // An operand is wrapped where the operation's value is (its low 32 bits depend on the operands' alone),
+      // the left of >> always (the language wraps it first), and either side of an & with a constant in
+      // [0, 2^31): its value is the same from the wrapped operand (review35: `((x * n) ^ 0) < 0` and
+      // `x * y + n < 0` compared a product wrapped modulo 2^32, silently, where the language sees int64).
+      auto mask = [](const Expr& c) {
+        auto v = ir::as_const_int(c);
+        return v && *v >= 0 && *v <= INT32_MAX;
+      };
+      const bool masked = b->op == ir::BinOp::BitAnd && (mask(b->a) || mask(b->b));
+      unstored_past_int32(b->a, (wraps && (modular || b->op == ir::BinOp::Shl)) || masked || b->op == ir::BinOp::Shr);
+      unstored_past_int32(b->b, (wraps && modular) || masked);
       return;
     }
     case ir::ExprKind::Unary:
-      unstored_past_int32(as<ir::UnaryNode>(e)->a, as<ir::UnaryNode>(e)->op != ir::UnOp::Not);
+      unstored_past_int32(as<ir::UnaryNode>(e)->a, wraps && as<ir::UnaryNode>(e)->op != ir::UnOp::Not);
       return;
     case ir::ExprKind::Cast: {
       const DType t = e->dtype;
