@@ -108,3 +108,75 @@ def test_r2_an_int32_elif_chain_into_a_3d_tile_compiles_on_ascend():
     p = k.profile(x, 3)
     assert p["reports"] == []
     np.testing.assert_array_equal(p.outputs, want)
+
+
+DM, DN, DB = 37, 45, 16
+
+
+@T.prim_func
+def _dropout_hash(X: T.Tensor((DM, DN), "float16"), seed: T.int32, Y: T.Tensor((DM, DN), "float16")):
+    """A users' hash dropout: a multiplicative hash of the element index, a murmur-like mix, 24 bits to [0, 1)."""
+    with T.Kernel(T.ceildiv(DM, DB)) as bx:
+        x = T.alloc_fragment((DB, DN), "float16")
+        y = T.alloc_fragment((DB, DN), "float16")
+        T.copy(X[bx * DB, 0], x)
+        for i, j in T.Parallel(DB, DN):
+            h = ((bx * DB + i) * DN + j) * -1640531535 + seed
+            h2 = (h ^ (h >> 16)) * 73244475
+            keep = T.cast(h2 & 0xFFFFFF, "float32") * (1.0 / 16777216) >= 0.25
+            y[i, j] = T.if_then_else(keep, x[i, j] * T.float16(4.0 / 3), T.float16(0))
+        T.copy(y, Y[bx * DB, 0])
+
+
+@T.prim_func
+def _dropout_xorshift(X: T.Tensor((DM, DN), "float32"), S: T.Tensor((DM, DN), "int32"), seed: T.int32,
+                      Y: T.Tensor((DM, DN), "float32")):
+    """Per-element states: xorshift32, then a PCG-like multiply-add, 16 bits of it against a threshold."""
+    with T.Kernel(T.ceildiv(DM, DB)) as bx:
+        x = T.alloc_fragment((DB, DN), "float32")
+        s = T.alloc_fragment((DB, DN), "int32")
+        y = T.alloc_fragment((DB, DN), "float32")
+        T.copy(X[bx * DB, 0], x)
+        T.copy(S[bx * DB, 0], s)
+        for i, j in T.Parallel(DB, DN):
+            t = s[i, j] ^ (s[i, j] << 13)
+            t2 = t ^ (t >> 17)
+            t3 = (t2 ^ (t2 << 5)) * 747796405 + seed
+            y[i, j] = T.if_then_else(((t3 >> 8) & 0xFFFF) < 40000, x[i, j], 0.0)
+        T.copy(y, Y[bx * DB, 0])
+
+
+def _dropout_refs(x16, x32, s, seed):
+    i, j = np.arange(DM)[:, None], np.arange(DN)[None, :]
+    h = _w32((i * DN + j) * -1640531535 + seed)
+    h2 = _w32((h ^ (h >> 16)) * 73244475)
+    keep = (h2 & 0xFFFFFF).astype(np.float32) * np.float32(1.0 / 16777216) >= 0.25
+    a = np.where(keep, (x16.astype(np.float32) * np.float32(np.float16(4.0 / 3))).astype(np.float16), np.float16(0))
+    s = s.astype(np.int64)
+    t = _w32(s ^ (s << 13))
+    t2 = t ^ (t >> 17)
+    t3 = _w32(_w32(t2 ^ (t2 << 5)) * 747796405 + seed)
+    return a, np.where(((t3 >> 8) & 0xFFFF) < 40000, x32, 0).astype(np.float32)
+
+
+@pytest.mark.parametrize("target", ["cpu", TARGET])
+def test_hash_dropouts_as_users_write_them(target):
+    """h-mul35's forms in two RNG dropouts (no finding): == numpy's int32 wrapping, no report, at seeds 0 and
+    INT32_MIN (the hash's + seed spans int32)."""
+    rng = np.random.default_rng(0)
+    x16 = rng.standard_normal((DM, DN)).astype(np.float16)
+    x32 = rng.standard_normal((DM, DN)).astype(np.float32)
+    s = rng.integers(I32.min, I32.max, (DM, DN), endpoint=True).astype(np.int32)
+    ka = tw.compile(_dropout_hash, target=target, out_idx=[-1])
+    kb = tw.compile(_dropout_xorshift, target=target, out_idx=[-1])
+    for seed in [0, int(I32.min)]:
+        want_a, want_b = _dropout_refs(x16, x32, s, seed)
+        if target == "cpu":
+            got_a, got_b = ka(x16, seed), kb(x32, s, seed)
+        else:
+            pa, pb = ka.profile(x16, seed), kb.profile(x32, s, seed)
+            assert pa["reports"] == [] and pb["reports"] == [], pa["reports"] + pb["reports"]
+            got_a, got_b = pa.outputs, pb.outputs
+        np.testing.assert_array_equal(got_a, want_a)
+        np.testing.assert_array_equal(got_b, want_b)
+        assert 0.6 < (want_a != 0).mean() < 0.9  # the hash keeps about 3 in 4
