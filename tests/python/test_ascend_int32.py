@@ -159,6 +159,10 @@ def test_int32_arithmetic_that_leaves_int32_is_a_located_error(op):
     big[0, 4, 7], big[1, 4, 7] = (2 ** 31 - 5, -7) if op == "sub" else (2 ** 31 - 5, 9)
     big[0, 4, 8], big[1, 4, 8] = 2 ** 30, 2 ** 30
     np.testing.assert_array_equal(cpu(big[0], big[1]), wrap(fn(big[0].astype(np.int64), big[1].astype(np.int64))))
+    if op in ("mul", "muls"):  # a stored product is exact modulo 2^32 since h-mul35 (16-bit pieces), no report
+        np.testing.assert_array_equal(run_checked(kernel, big[0], big[1]),
+                                      wrap(fn(big[0].astype(np.int64), big[1].astype(np.int64))))
+        return
     with pytest.raises(TilewrightError) as e:
         kernel(big[0], big[1])
     assert "int32 overflow: int32 " in e.value.message, e.value.message
@@ -308,9 +312,10 @@ def test_bfloat16_to_int32_copy_truncates_like_cpu():
 
 def test_overflow_of_never_written_tile_elements_says_so():
     # session 18 hunt: a map over a whole (1, 32) int32 tile of which a copy loaded 17 columns
-    # multiplies the other 15, never written, which hold the simulator's 0x7B fill (2071690107):
-    # `* 2` leaves int32 there. cpu never stores them, so its answer is right; the simulator's report
-    # stays (the Vector unit computes on those lanes) but names the cause and the fix.
+    # adds to the other 15, never written, which hold the simulator's 0x7B fill (2071690107):
+    # `+ 100000000` leaves int32 there. cpu never stores them, so its answer is right; the simulator's report
+    # stays (the Vector unit computes on those lanes) but names the cause and the fix. (It was `* 2`, which
+    # is x << 1 since h-mul35: a stored product is exact modulo 2^32, no report.)
     S, D = 15, 17
 
     @T.prim_func
@@ -319,14 +324,14 @@ def test_overflow_of_never_written_tile_elements_says_so():
             t = T.alloc_fragment((1, 32), "int32")
             T.copy(X[bx:bx + 1, 0, 0:D], t[0:1, 0:D])
             for i, j in T.Parallel(1, 32):
-                t[i, j] = t[i, j] * 2
+                t[i, j] = t[i, j] + 100000000
             T.copy(t[0:1, 0:D], Y[0, bx:bx + 1, 0:D])
 
     x = np.arange(S * D, dtype=np.int32).reshape(S, 1, D)
     cpu = tw.compile(main, target="cpu", out_idx=[-1])(x)
-    np.testing.assert_array_equal(cpu, (x * 2).transpose(1, 0, 2))
+    np.testing.assert_array_equal(cpu, (x + 100000000).transpose(1, 0, 2))
     with pytest.raises(TilewrightError) as e:
         tw.compile(main, target=TARGET, out_idx=[-1])(x)
     msg = e.value.message
-    assert "int32 overflow: int32 Muls gives 4143380214" in msg and "(bytes 0x7B)" in msg, msg
+    assert "int32 overflow: int32 Adds gives 2171690107" in msg and "(bytes 0x7B)" in msg, msg
     assert "compute over the written window only, or fill the tile first" in msg, msg

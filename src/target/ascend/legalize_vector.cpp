@@ -2252,8 +2252,8 @@ bool MapLowering::elem_past_int32(const Expr& e) const {
 // review33 R4: int64 arithmetic of int32 tile data x and an int64 scalar c (the tile promoted: cast(x, int64)
 // op c) wrapped into t (int32 or narrower) is the int32 form with c a scalar that may leave int32: x + c,
 // x - c, c - x modulo 2^32 (add_sub_past_int32), x // c, x % c exact (divide_past_int32), T.max / T.min
-// (clamp_past_int32), * of the wrapped c modulo 2^32 (wrapped_mul), & | ^ of the wrapped c, c // x and c % x on the scalar unit
-// (element_loop); the Vector core has no int64 data. nullopt: not such a value.
+// (clamp_past_int32), * of the wrapped c modulo 2^32 (wrapped_mul), & | ^ of the wrapped c, c // x and c % x
+// on the scalar unit (element_loop); the Vector core has no int64 data. nullopt: not such a value.
 std::optional<int> MapLowering::int64_operand(DType t, const Expr& v) {
   if (!(t == kI32 || small_int(t)) || v->dtype != DType(DTypeCode::i64) || v->kind != ir::ExprKind::Binary)
     return std::nullopt;
@@ -2961,7 +2961,7 @@ int MapLowering::build_uncached(const Expr& e) {
           if (past_op && b->op == ir::BinOp::Mul && !is_wrapped(e)) {
             // x * c seen unwrapped, c past int32: it fits only where x == 0. Muls(x, clamp(c)), then Muls by 2
             // where c is past: exact where c is inside int32 and x * c fits, a report where x * c leaves it
-            // (|x * clamp(c)| >= 2^31 - 1 where x != 0); wrapped, the Muls of the wrapped c is right modulo 2^32
+            // (|x * clamp(c)| >= 2^31 - 1 where x != 0); wrapped, wrapped_mul of the wrapped c (modulo 2^32, below)
             const DType i64{DTypeCode::i64};
             auto k64 = [&](int64_t v) { return ir::int_imm(v, i64, sp); };
             const Expr c = ir::cast(nodes_[past_scalar(x) ? x : y].scalar, i64, sp);
