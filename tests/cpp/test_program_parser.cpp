@@ -107,6 +107,32 @@ TEST(ProgramParser, RoundTripsDataDependentSelects) {
   expect_round_trip(final_text, "sel");
 }
 
+// An output only T.atomic_add writes starts at zero (api35): its parameter prints `out zeroed`
+// and parses back so; an output with a plain copy too stays `out`.
+TEST(ProgramParser, AnAccumulatedOutputIsMarkedZeroed) {
+  const char* text = R"(kernel acc(X: global float32[4, 32], Y: global float32[1, 32] out, Z: global float32[4, 32] out)
+    grid(bx = 4) {
+  alloc x: fragment float32[1, 32]
+  copy X[bx:+1, 0:+32] -> x
+  atomic_add x -> Y[0:+1, 0:+32]
+  copy x -> Z[bx:+1, 0:+32]
+  atomic_add x -> Z[0:+1, 0:+32]
+}
+)";
+  LoweredAscend low = lower_ascend(ir::parse_kernel(text, "acc.tir"), target::find_target("ascend910b"));
+  ASSERT_EQ(low.program->params.size(), 3u);
+  EXPECT_FALSE(low.program->params[0].zeroed);
+  EXPECT_TRUE(low.program->params[1].zeroed);
+  EXPECT_FALSE(low.program->params[2].zeroed);
+  const std::string printed = print_program(*low.program);
+  EXPECT_NE(printed.find("float32[1, 32] out zeroed"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("float32[4, 32] out\n"), std::string::npos) << printed;
+  Program again = parse_program(printed, "acc");
+  EXPECT_TRUE(again.params[1].zeroed);
+  EXPECT_FALSE(again.params[2].zeroed);
+  expect_round_trip(printed, "acc");
+}
+
 TEST(ProgramParser, RoundTripsAnExpertKernel) {
   const char* text = R"(kernel ex(X: global float32[N, 32], Y: global float32[N, 32] out, s: float32)
     grid(blk = ceildiv(N, 16)) sub_block(half) {

@@ -121,15 +121,15 @@ def test_only_accumulated_outputs_are_zeroed():
 
     src = tw.compile(store_then_add, out_idx=[-1]).get_source()
     assert "only T.atomic_add writes it" not in src
-    k = tw.compile(scatter_add(2, 8, "float32"), out_idx=[-1])
+    k = tw.compile(scatter_add(5, 16, "float32"), out_idx=[-1])  # (the kernel of the tests above)
     assert "only T.atomic_add writes it" in k.get_source()
-    acc = tw.compile(scatter_add(2, 8, "float32"))  # Out an input: the caller's accumulator
-    x, idx = np.ones((4, 8), np.float32), np.array([0, 1, 1, 1], np.int32)
-    out = np.full((2, 8), 10, np.float32)
+    acc = tw.compile(scatter_add(5, 16, "float32"))  # Out an input: the caller's accumulator
+    x, idx = np.ones((4, 8), np.float32), np.array([0, 1, 4, 1], np.int32)
+    out = np.full((5, 8), 10, np.float32)
     acc(x, idx, out)
     acc(x, idx, out)
-    np.testing.assert_array_equal(out, 10 + 2 * reference(x, idx, 2))
-    prog = tw.compile(scatter_add(2, 8, "float32"), target=TARGET, out_idx=[-1]).get_source("ascend_program")
+    np.testing.assert_array_equal(out, 10 + 2 * reference(x, idx, 5))
+    prog = tw.compile(scatter_add(5, 16, "float32"), target=TARGET, out_idx=[-1]).get_source("ascend_program")
     assert "out zeroed" in prog, prog
 
 
@@ -151,7 +151,7 @@ def test_f1_numpy_and_torch_dtypes_name_a_dtype():
     for dt, tile_dt, name in [(np.float16, np.float32, "float16"), (np.dtype("int32"), torch.int32, "int32"),
                               (torch.bfloat16, np.dtype("float32"), "bfloat16")]:
         x = np.arange(5).astype(tw.testing.np_dtype(name))
-        y = tw.compile(kernel(dt, tile_dt), out_idx=[-1])(x)
+        y = tw.compile(kernel(dt, tile_dt), target=TARGET, out_idx=[-1])(x)  # (no host compile: quicker)
         assert y.dtype == x.dtype
         np.testing.assert_array_equal(y.astype(np.float64), 2 * np.arange(5))
     with pytest.raises(tw.TilewrightError, match="tensor dtype must be a name like 'float16', got <class 'float'>") as e:
@@ -174,9 +174,9 @@ def test_f2_an_autotune_sweep_that_runs_no_configuration_is_an_error_at_the_call
     none: the error had no location at all."""
     monkeypatch.setattr(sys.modules["tilewright.autotune"], "tune_dir", lambda: tmp_path / "tune")
     bad = tw.autotune(configs=[{"B": 0}, {"B": -1}], executor="inline", verbose=False)(plus_one)
-    located(lambda: bad(16), HERE, "@F2A", "no configuration could be run", "B=0", "B=-1")  # @F2A
+    located(lambda: bad(16, target=TARGET), HERE, "@F2A", "no configuration could be run", "B=0", "B=-1")  # @F2A
     none = tw.autotune(configs=[{"B": 4}], executor="inline", verbose=False, prune=lambda cfgs, N: [])(plus_one)
-    located(lambda: none(16), HERE, "@F2B", "prune() removed every configuration", "keep at least one")  # @F2B
+    located(lambda: none(16, target=TARGET), HERE, "@F2B", "prune() removed every configuration", "keep at least one")  # @F2B
 
 
 @T.prim_func
@@ -195,3 +195,28 @@ def test_f3_tilewright_export_of_a_prim_func_or_a_factory_names_the_fix(tmp_path
         assert deploy.cli_export([f"{HERE}:{name}", "-o", str(tmp_path / "out")]) == 1
         err = capsys.readouterr().err
         assert "not a kernel, a spec" in err and fix in err, err
+
+
+SCALE = 2.0
+
+
+@tw.jit(out_idx=[-1], target=TARGET)
+def scaled(N):
+    @T.prim_func
+    def k(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1) as b:
+            for i in T.Parallel(N):
+                Y[i] = X[i] * SCALE
+    return k
+
+
+def test_f4_a_global_the_kernel_reads_is_read_when_its_factory_runs(monkeypatch):
+    """Documented (docs/language.md "tw.jit and its cache"), not changed: the cached kernel keeps the
+    value the global had when the factory first ran for these arguments; tw.clear_cache() rebuilds."""
+    x = np.ones(3, np.float32)
+    scaled.cache.clear()
+    np.testing.assert_array_equal(scaled(3)(x), 2 * x)
+    monkeypatch.setitem(globals(), "SCALE", 3.0)
+    np.testing.assert_array_equal(scaled(3)(x), 2 * x)  # the cached kernel
+    scaled.cache.clear()
+    np.testing.assert_array_equal(scaled(3)(x), 3 * x)  # built again: reads 3.0
