@@ -1087,7 +1087,9 @@ std::string print_readme(const Program& p, const KernelPrinter& kp) {
     if (!k.is_tensor) continue;
     os << "- `" << k.name << "` " << k.dtype.name() << " [";
     for (size_t i = 0; i < k.shape.size(); ++i) os << (i ? ", " : "") << ir::print(k.shape[i]);
-    os << "]" << (k.is_output ? " — output, written to `data/" + k.name + ".bin`" : " — input") << "\n";
+    os << "]" << (k.is_output ? " — output, written to `data/" + k.name + ".bin`" : " — input")
+       << (k.zeroed ? "; the kernel only adds into it (T.atomic_add): zero it before every launch (main.cpp does)" : "")
+       << "\n";
   }
   os << "\n## Interface\n\n"
      << "`" << n << "(";
