@@ -2324,18 +2324,20 @@ int MapLowering::add_sub_past_int32(ir::BinOp op, int a, int b, bool wrapped, co
 
 // mul35 (port34 F6, review34 R2): int32 x * y wrapped into int32 (stored, or an operand of + - * & | ^ ~:
 // is_wrapped), the language's product modulo 2^32. One Mul / Muls where the operands' bounds keep the
-// product inside int32 (bound(), a scalar's scalar_range; the 910B's int32 Mul past int32 is undocumented,
-// the simulator's `int32 overflow` report). Else from 16-bit pieces whose products fit, every int32 step
-// inside int32 (ShiftLeft drops the bits it shifts out: the modular step), c's pieces on the scalar unit:
+// product inside int32 (bound(), a scalar's scalar_range), and for two tiles, a constant of 16 bits and a
+// run-time int32 scalar (the 910B's int32 Mul past int32 is undocumented: the simulator's `int32 overflow`
+// report where a product leaves it). A constant outside 16 bits (a hash's 1103515245) or an int64 scalar
+// takes 16-bit pieces whose products fit, every int32 step inside int32 (ShiftLeft drops the bits it shifts
+// out: the modular step), c's pieces on the scalar unit:
 // - a constant c whose wrapped value is 2^k (k 0..31): x << k (1 call; x itself for 1);
 // - a constant c = ch * 2^16: (((x << 16) >> 16) * ch) << 16 (4 calls);
-// - c in [-2^15, 2^15) (a constant, or a run-time scalar of that range), x = xh * 2^16 + xl with
-//   xh = x >> 16, xl = x - (xh << 16) in [0, 2^16): L = xl * c (|L| < 2^31), H = xh * c (|H| <= 2^30),
-//   then (H + (L >> 16)) << 16 plus L's low bits L - ((L >> 16) << 16) in [0, 2^16) (11 calls);
-// - any other c, and a tile y: signed pieces v = hi * 2^16 + lo, lo = (v << 16) >> 16 in [-2^15, 2^15),
-//   hi = (v >> 16) - (lo >> 15) in [-2^15, 2^15] (c's on the scalar unit), L = xlo * clo, H = xhi * clo +
-//   xlo * chi (|H + (L >> 16)| < 2^31 for every pair of int32 values), combined as above (15 calls; a tile
-//   y's pieces 5 more: 20). docs/ascend.md "int32 overflow"; tests/python/test_mul35_s35.py checks the edges.
+// - an int64 scalar whose range is [-2^15, 2^15): x = xh * 2^16 + xl with xh = x >> 16, xl = x - (xh << 16)
+//   in [0, 2^16): L = xl * c (|L| < 2^31), H = xh * c (|H| <= 2^30), then (H + (L >> 16)) << 16 plus L's
+//   low bits L - ((L >> 16) << 16) in [0, 2^16) (11 calls);
+// - any other c: signed pieces v = hi * 2^16 + lo, lo = (v << 16) >> 16 in [-2^15, 2^15), hi = (v >> 16) -
+//   (lo >> 15) in [-2^15, 2^15] (c's on the scalar unit), L = xlo * clo, H = xhi * clo + xlo * chi
+//   (|H + (L >> 16)| < 2^31 for every pair of int32 values), combined as above (15 calls).
+// docs/ascend.md "int32 overflow"; tests/python/test_mul35_s35.py checks the edges.
 int MapLowering::wrapped_mul(int x, int y, const Span& sp) {
   const int r = wrapped_mul_pieces(x, y, sp);
   if (r != x && r != y && !(nodes_[r].kind == OpKind::Bin && nodes_[r].bop == ir::BinOp::Mul)) spans_.insert(r);
@@ -2354,16 +2356,15 @@ int MapLowering::wrapped_mul_pieces(int x, int y, const Span& sp) {
   const double bx = bound(x);
   const double by = !scalar_y ? bound(y) : ry ? static_cast<double>(std::max(-ry->first, ry->second)) : HUGE_VAL;
   if (bx == 0 || by == 0 || bx * by <= INT32_MAX) return B(ir::BinOp::Mul, x, y);
-  // Pieces only for a multiplier that is a constant outside 16 bits (a hash's 1103515245: its products leave int32
-  // for most x) or an int64 scalar (review34 R2): two tiles, a constant of 16 bits (x * 3 - 5) and a run-time int32
-  // scalar (a stride) keep their one Mul / Muls, the simulator's `int32 overflow` report where a product leaves
-  // int32 (the pieces cost 11-20 calls and their temporaries' UB on every such map: test_colred_s30's 1000 x 40
-  // int32 tile no longer fitted, port33's int32 cumprod's column form no longer compiled).
+  // Pieces only for a constant outside 16 bits or an int64 scalar (the pieces cost 11-15 calls and their
+  // temporaries' UB on every such map: with them test_colred_s30's 1000 x 40 int32 `x * 3 - 5` no longer fitted
+  // in UB, port33's int32 cumprod's column form no longer compiled).
+  if (!scalar_y) return B(ir::BinOp::Mul, x, y);
   {
-    const auto cv = scalar_y ? ir::arith::literal(simp(nodes_[y].scalar)) : std::nullopt;
     const Expr& sy = nodes_[y].scalar;
-    const bool int64_scalar = scalar_y && !cv && (sy->dtype == i64 || (sy->kind == ir::ExprKind::Cast &&
-                                                                      as<ir::CastNode>(sy)->value->dtype == i64));
+    const auto cv = ir::arith::literal(simp(sy));
+    const bool int64_scalar = !cv && (sy->dtype == i64 || (sy->kind == ir::ExprKind::Cast &&
+                                                           as<ir::CastNode>(sy)->value->dtype == i64));
     const bool wide_const = cv && (*cv < -32768 || *cv > 32767 || std::has_single_bit(static_cast<uint32_t>(
                                                                            static_cast<int64_t>(*cv))));
     if (!wide_const && !int64_scalar) return B(ir::BinOp::Mul, x, y);
@@ -2379,11 +2380,6 @@ int MapLowering::wrapped_mul_pieces(int x, int y, const Span& sp) {
     const int lo = B(ir::BinOp::Shr, B(ir::BinOp::Shl, v, k32(16)), k32(16));
     return std::pair{lo, B(ir::BinOp::Sub, B(ir::BinOp::Shr, v, k32(16)), B(ir::BinOp::Shr, lo, k32(15)))};
   };
-  if (!scalar_y) {
-    auto [xlo, xhi] = pieces(x);
-    auto [ylo, yhi] = pieces(y);
-    return combine(B(ir::BinOp::Mul, xlo, ylo), B(ir::BinOp::Add, B(ir::BinOp::Mul, xhi, ylo), B(ir::BinOp::Mul, xlo, yhi)));
-  }
   const Expr c = simp(ir::cast(ir::cast(nodes_[y].scalar, kI32, sp), i64, sp));  // c's value modulo 2^32, as int32
   if (auto v = ir::arith::literal(c)) {
     const uint32_t u = static_cast<uint32_t>(static_cast<int64_t>(*v));
