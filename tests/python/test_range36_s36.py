@@ -1,0 +1,107 @@
+"""h-range36: a value-range analysis of int32 map values on ascend910b (legalize_vector's range_of, issue 13).
+A value from an int8 / uint8 tensor, a map index, a clamp, `& mask`, `>> k`, `// c`, `% c`, a narrower cast and the
+arithmetic between them have a proven [lo, hi]: a product or sum proven inside int32 is one Mul / Add (exact, no
+pieces, whatever the constant); one whose operands are proven but whose value may leave int32, where the language
+wraps it, is computed modulo 2^32 from 16-bit pieces (a constant of 16 bits and two tiles included); where nothing is
+proven (an int32 tile times 3) it stays one Mul and the simulator's `int32 overflow` report (test_mul35_s35).
+Each form on cpu and on ascend910b (simulator, checker on: no report) against numpy's wrapped int32 values, at odd
+shapes (a 37-column tail, 1 x 1), with the int8 / uint8 / int32 edge values."""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from ascend_util import TARGET, run_on  # noqa: E402
+
+TARGETS = ["cpu", TARGET]
+I32 = np.iinfo(np.int32)
+R = 11  # result rows of _ranged
+
+
+def _w32(v):
+    return (((np.asarray(v, np.int64) + 2 ** 31) % 2 ** 32) - 2 ** 31).astype(np.int32)
+
+
+def _ranged(M, K):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "int8"), B: T.Tensor((M, K), "uint8"), X: T.Tensor((M, K), "int32"), n: T.int32,
+             Y: T.Tensor((R, M, K), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, K), "int32")
+            y = T.alloc_fragment((R, M, K), "int32")
+            T.copy(X, x)
+            for i, j in T.Parallel(M, K):
+                a = T.cast(A[i, j], "int32")  # [-128, 127]
+                b = T.cast(B[i, j], "int32")  # [0, 255]
+                y[0, i, j] = a * 1000000  # proven inside int32: one Muls (a wide constant)
+                y[1, i, j] = a * 16777259 + n  # a small tile times a wide constant: 8 calls, the sum modulo 2^32
+                y[2, i, j] = (a * 30000) * 1000  # proven, may wrap: a constant of 16 bits from pieces
+                y[3, i, j] = (a * b) * (x[i, j] & 0x1FFFF)  # two tiles, one of them small: 11 calls
+                y[4, i, j] = (x[i, j] >> 8) * (x[i, j] >> 8)  # two tiles in [-2^23, 2^23): signed pieces
+                y[5, i, j] = (x[i, j] % 1000) * (a * 3000)  # % by a constant: proven inside int32
+                y[6, i, j] = T.min(T.max(x[i, j], -100000), 100000) * 30000  # a clamp, may wrap
+                y[7, i, j] = (x[i, j] >> 1) + b * 8388608  # a sum proven past int32: modulo 2^32
+                y[8, i, j] = (i * K + j) * 1103515245 + n  # a map index times a hash constant
+                y[9, i, j] = (x[i, j] // 65536) * (b - 100) * 300  # // by a constant, may wrap
+                y[10, i, j] = x[i, j] * 3 - 5  # nothing proven: one Muls (no pieces), exact where it fits
+            T.copy(y, Y)
+
+    return main
+
+
+def _expected(a, b, x, n):
+    M, K = a.shape
+    a, b, x = a.astype(np.int64), b.astype(np.int64), x.astype(np.int64)
+    i, j = np.meshgrid(np.arange(M), np.arange(K), indexing="ij")
+    clamp = np.minimum(np.maximum(x, -100000), 100000)
+    rows = [a * 1000000, a * 16777259 + n, a * 30000 * 1000, a * b * (x & 0x1FFFF), (x >> 8) * (x >> 8),
+            (x % 1000) * (a * 3000), clamp * 30000, (x >> 1) + b * 8388608, (i * K + j) * 1103515245 + n,
+            (x // 65536) * (b - 100) * 300, x * 3 - 5]
+    return np.stack([_w32(r) for r in rows])
+
+
+def _inputs(M, K, rng):
+    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+    b = rng.integers(0, 256, (M, K)).astype(np.uint8)
+    x = rng.integers(-2 ** 28, 2 ** 28, (M, K)).astype(np.int32)  # x * 3 - 5 stays inside int32
+    edges = [-128, 127, 0, -1, 1]
+    a.flat[:len(edges)] = edges
+    b.flat[:4] = [0, 255, 1, 254]
+    x.flat[:6] = [0, -1, 2 ** 28 - 1, -2 ** 28, 65535, -65536]
+    return a, b, x
+
+
+@pytest.mark.parametrize("shape", [(3, 37), (1, 1)])
+@pytest.mark.parametrize("target", TARGETS)
+def test_ranged_forms_exact(target, shape):
+    rng = np.random.default_rng(36)
+    a, b, x = _inputs(*shape, rng)
+    prim = _ranged(*shape)
+    for n in (0, I32.max, I32.min, -12345):
+        got = run_on(prim, target, [-1], a, b, x, n)
+        np.testing.assert_array_equal(np.asarray(got), _expected(a, b, x, n), err_msg=f"{target} n={n}")
+
+
+def test_int32_edges_through_the_pieces():
+    """x's whole int32 range through the forms that take x apart (>> 8 squared, & 0x1FFFF, the clamp, // 65536)."""
+    M, K = 2, 19
+    rng = np.random.default_rng(361)
+    a, b, x = _inputs(M, K, rng)
+    x = np.array([I32.min, I32.max, I32.min + 1, I32.max - 1, 2 ** 23, -2 ** 23, 2 ** 23 - 1, 0x1FFFF, -0x20000,
+                  100001, -100001, 65536 * 32767, -65536 * 32768] + list(rng.integers(I32.min, I32.max, M * K - 13)),
+                 np.int64).astype(np.int32).reshape(M, K)
+    want = _expected(a, b, x, 7)
+    rows = [1, 2, 3, 4, 6, 7, 8, 9]  # (x * 3 - 5 leaves int32 here: row 10 is test_mul35's report)
+    for target in TARGETS:
+        if target == "cpu":
+            got = tw.compile(_ranged(M, K), target="cpu", out_idx=[-1])(a, b, x, 7)
+        else:
+            prof = tw.compile(_ranged(M, K), target=TARGET, out_idx=[-1]).profile(a, b, x, 7)
+            assert all("int32 overflow" in r and ":" in r for r in prof["reports"]), prof["reports"]
+            got = prof.outputs
+        np.testing.assert_array_equal(np.asarray(got)[rows], want[rows], err_msg=target)
