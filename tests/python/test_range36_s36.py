@@ -105,3 +105,56 @@ def test_int32_edges_through_the_pieces():
             assert all("int32 overflow" in r and ":" in r for r in prof["reports"]), prof["reports"]
             got = prof.outputs
         np.testing.assert_array_equal(np.asarray(got)[rows], want[rows], err_msg=target)
+
+
+def _copied(M, K):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "int8"), B: T.Tensor((M, K), "uint8"), n: T.int32, Y: T.Tensor((4, M, K), "int32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_fragment((M, K), "int32")  # written only by the converting copies: [-128, 127]
+            b = T.alloc_fragment((M, K), "int32")  # [0, 255]
+            c = T.alloc_fragment((M, K), "int32")  # a copy, then a map: nothing proven (test_colred_s30's form)
+            y = T.alloc_fragment((4, M, K), "int32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.copy(A, c)
+            for i, j in T.Parallel(M, K):
+                c[i, j] = c[i, j] * 3 - 5
+            for i, j in T.Parallel(M, K):
+                y[0, i, j] = a[i, j] * 1000000  # proven inside int32: one Muls
+                y[1, i, j] = a[i, j] * 1103515245 + n  # small times a hash constant: 8 calls, the sum modulo 2^32
+                y[2, i, j] = (a[i, j] * b[i, j]) * (a[i, j] * b[i, j]) * 3  # two tiles, proven, may wrap
+                y[3, i, j] = c[i, j] * 7  # nothing proven: one Muls, exact where it fits
+            T.copy(y, Y)
+
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_tiles_copied_from_int8_tensors(target):
+    """A tile filled only by a converting T.copy from an int8 / uint8 tensor carries the tensor's range."""
+    M, K = 5, 33
+    rng = np.random.default_rng(362)
+    a, b, _ = _inputs(M, K, rng)
+    A, B = a.astype(np.int64), b.astype(np.int64)
+    for n in (3, I32.max):
+        want = np.stack([_w32(r) for r in [A * 1000000, A * 1103515245 + n, (A * B) * (A * B) * 3, (A * 3 - 5) * 7]])
+        got = run_on(_copied(M, K), target, [-1], a, b, n)
+        np.testing.assert_array_equal(np.asarray(got), want, err_msg=f"{target} n={n}")
+
+
+def test_a_proven_product_is_one_muls():
+    """x from an int8 tensor times 1000000 is proven inside int32: one Muls (h-mul35 made it 15 calls of pieces)."""
+    import re
+
+    @T.prim_func
+    def k(A: T.Tensor((40,), "int8"), Y: T.Tensor((40,), "int32")):
+        with T.Kernel(1) as bx:
+            y = T.alloc_fragment((40,), "int32")
+            for j in T.Parallel(40):
+                y[j] = T.cast(A[j], "int32") * 1000000
+            T.copy(y, Y)
+
+    src = tw.compile(k, target=TARGET, out_idx=[-1]).get_source()
+    assert len(re.findall(r"\bMuls?\(", src)) == 1, src
+    assert not re.findall(r"\bShift(Left|Right)\(", src), src

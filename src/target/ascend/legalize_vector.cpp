@@ -508,6 +508,7 @@ class Legalizer {
       if (s->kind == ir::StmtKind::Store && as<ir::StoreNode>(s)->buffer->scope == Scope::global)
         written_.insert(as<ir::StoreNode>(s)->buffer.get());
     });
+    find_narrow_tiles();
     for (size_t k = 0; k < k_->block_vars.size() && k < k_->grid.size(); ++k)
       loop_bounds_[k_->block_vars[k].get()] = {ir::int_imm(0, k_->block_vars[k]->dtype), k_->grid[k]};
     frames_.push_back(Frame{});
@@ -600,6 +601,44 @@ class Legalizer {
   }
   // rewrite_map_whole's temporaries of lets: their values' range (MapLowering::range_of), set where stored
   std::unordered_map<const ir::BufferNode*, Range> let_tiles_;
+  // range36: on-chip int32 tiles whose every write in the kernel stores an int8 / uint8 / bool element converted
+  // (convert_copies' map of a converting T.copy from an int8 tensor) or fills a constant: the hull of those values
+  // (a read sees one of them, or memory never written: the simulator's fill, whose arithmetic it reports)
+  std::unordered_map<const ir::BufferNode*, Range> narrow_tiles_;
+  void find_narrow_tiles() {
+    std::unordered_set<const ir::BufferNode*> other;
+    auto write = [&](const Buffer& b, Range r) {
+      if (b->dtype != kI32 || b->scope == Scope::global || other.count(b.get())) return;
+      if (!r.known()) {
+        other.insert(b.get());
+        narrow_tiles_.erase(b.get());
+        return;
+      }
+      auto [it, fresh] = narrow_tiles_.try_emplace(b.get(), r);
+      if (!fresh) it->second = it->second.hull(r);
+    };
+    ir::for_each_stmt(k_->body, [&](const Stmt& s) {
+      switch (s->kind) {
+        case ir::StmtKind::Store: {
+          auto* st = as<ir::StoreNode>(s);
+          Expr v = st->value;
+          if (v->kind == ir::ExprKind::Cast && v->dtype == kI32) v = as<ir::CastNode>(v)->value;
+          write(st->buffer, v->kind == ir::ExprKind::Load ? int_range(v->dtype) : Range{});
+          break;
+        }
+        case ir::StmtKind::Fill: {
+          auto* f = as<ir::FillNode>(s);
+          auto c = ir::as_const_int(f->value);
+          write(f->dst.buffer, c ? Range{static_cast<double>(*c), static_cast<double>(*c)} : Range{});
+          break;
+        }
+        case ir::StmtKind::Copy: write(as<ir::CopyNode>(s)->dst.buffer, Range{}); break;
+        case ir::StmtKind::Reduce: write(as<ir::ReduceNode>(s)->dst, Range{}); break;
+        case ir::StmtKind::Gemm: write(as<ir::GemmNode>(s)->c.buffer, Range{}); break;
+        default: break;
+      }
+    });
+  }
 
   // A global tensor read inside a map, as a UB tile of the extents the map reads (hoisted).
   // Returns the tile and its indices.
@@ -2987,6 +3026,7 @@ int MapLowering::build_uncached(const Expr& e) {
       n.dtype = n.buf->dtype;
       n.shape = shape_of_load(as<ir::LoadNode>(ir::load(n.buf, n.idx, sp)), sp);
       if (auto lt = L_.let_tiles_.find(n.buf.get()); lt != L_.let_tiles_.end()) n.proven = lt->second;
+      if (auto nt = L_.narrow_tiles_.find(n.buf.get()); nt != L_.narrow_tiles_.end()) n.proven = nt->second;
       if (l->buffer->scope == Scope::global) n.proven = int_range(l->buffer->dtype);  // (staged as float32: int8)
       return push(std::move(n));
     }
