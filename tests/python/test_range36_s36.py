@@ -158,3 +158,25 @@ def test_a_proven_product_is_one_muls():
     src = tw.compile(k, target=TARGET, out_idx=[-1]).get_source()
     assert len(re.findall(r"\bMuls?\(", src)) == 1, src
     assert not re.findall(r"\bShift(Left|Right)\(", src), src
+
+
+def test_pieces_that_overflow_ub_are_a_located_error():
+    """A proven wrapped product whose pieces' temporaries do not fit in UB, in a map before a column reduction
+    (no row split): the UB-overflow error at the kernel's tile, naming the pieces among the temporaries, never a
+    silent single Mul."""
+    S, N = 2000, 40
+
+    @T.prim_func
+    def k(X: T.Tensor((S, N), "int32"), Out: T.Tensor((N,), "int32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((S, N), "int32")
+            res = T.alloc_fragment((N,), "int32")
+            T.copy(X, x)
+            for i, j in T.Parallel(S, N):
+                x[i, j] = (x[i, j] >> 8) * (x[i, j] >> 8) + x[i, j]
+            T.reduce_max(x, res, dim=0)
+            T.copy(res, Out)
+
+    with pytest.raises(tw.TilewrightError, match=r"UB overflow: x \(2000x40 int32(.|\n)*16-bit pieces") as e:
+        tw.compile(k, target=TARGET, out_idx=[-1])
+    assert "test_range36_s36.py" in str(e.value)
