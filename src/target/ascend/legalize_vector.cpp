@@ -2522,8 +2522,8 @@ int MapLowering::wrapped_mul_pieces(int x, int y, const Span& sp) {
     const int Ll = B(ir::BinOp::Sub, L, B(ir::BinOp::Shl, Lh, k32(16)));
     return B(ir::BinOp::Add, B(ir::BinOp::Shl, B(ir::BinOp::Add, H, Lh), k32(16)), Ll);
   };
-  if (scalar_y) {  // y's value modulo 2^32, as int32 (an int64 c's too)
-    y = leaf_scalar(ir::cast(ir::cast(sy, kI32, sp), kI32, sp));
+  y = to_type(y, kI32, sp);  // (a scalar's value modulo 2^32, an int64 c's too)
+  if (scalar_y) {
     if (auto v = ir::arith::literal(simp(ir::cast(sy, kI32, sp)))) {
       const uint32_t u = static_cast<uint32_t>(static_cast<int64_t>(*v));
       if (std::has_single_bit(u)) return std::countr_zero(u) == 0 ? x : B(ir::BinOp::Shl, x, k32(std::countr_zero(u)));
@@ -2531,8 +2531,6 @@ int MapLowering::wrapped_mul_pieces(int x, int y, const Span& sp) {
         return B(ir::BinOp::Shl, B(ir::BinOp::Mul, B(ir::BinOp::Shr, B(ir::BinOp::Shl, x, k32(16)), k32(16)),
                                    k32(static_cast<int64_t>(*v) / 65536)), k32(16));
     }
-  } else {
-    y = to_type(y, kI32, sp);
   }
   const auto small = [](const Range& r) { return r.within(-32768, 32767); };
   if (small(ry) || small(rx)) {  // s * v from v's halves
