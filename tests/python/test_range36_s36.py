@@ -180,3 +180,27 @@ def test_pieces_that_overflow_ub_are_a_located_error():
     with pytest.raises(tw.TilewrightError, match=r"UB overflow: x \(2000x40 int32(.|\n)*16-bit pieces") as e:
         tw.compile(k, target=TARGET, out_idx=[-1])
     assert "test_range36_s36.py" in str(e.value)
+
+
+def test_rows_times_columns():
+    """A 2-D map's row and column values (an index, a row vector from an int8 tensor) multiplied: the pieces of a
+    row-shaped and a column-shaped operand."""
+    M, K = 3, 37
+
+    @T.prim_func
+    def k(V: T.Tensor((M,), "int8"), n: T.int32, Y: T.Tensor((3, M, K), "int32")):
+        with T.Kernel(1) as bx:
+            y = T.alloc_fragment((3, M, K), "int32")
+            for i, j in T.Parallel(M, K):
+                y[0, i, j] = (i * 70001) * (j + 40000)  # neither in 16 bits: signed pieces of both
+                y[1, i, j] = (T.cast(V[i], "int32") * 30000) * (j * 3 + 7)  # the column is small
+                y[2, i, j] = (T.cast(V[i], "int32") - 100) * (j + n % 7)  # proven inside int32: one Mul
+            T.copy(y, Y)
+
+    v = np.array([-128, 127, 5], np.int8)
+    i, j = np.meshgrid(np.arange(M), np.arange(K), indexing="ij")
+    V = v.astype(np.int64)[:, None]
+    for n in (3, I32.min):
+        want = np.stack([_w32((i * 70001) * (j + 40000)), _w32((V * 30000) * (j * 3 + 7)), _w32((V - 100) * (j + n % 7))])
+        for target in TARGETS:
+            np.testing.assert_array_equal(np.asarray(run_on(k, target, [-1], v, n)), want, err_msg=f"{target} n={n}")
