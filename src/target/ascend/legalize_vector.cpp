@@ -256,6 +256,27 @@ enum class Shape : uint8_t { Scalar, Full, Row, Col };
 
 enum class OpKind : uint8_t { Leaf, Bin, Call, Cast, Copy, Where, Sel, Iota, Gather, Elem };
 
+// range36: a proven interval [lo, hi] of an integer map value (MapLowering::range_of); an infinite end: nothing
+// proven that way. An int32 tile or scalar that may hold any int32 proves nothing (its range is not kept).
+struct Range {
+  double lo = -HUGE_VAL, hi = HUGE_VAL;
+  bool known() const { return std::isfinite(lo) && std::isfinite(hi); }
+  bool within(double a, double b) const { return lo >= a && hi <= b; }
+  double mag() const { return std::max(-lo, hi); }  // a bound on |value|
+  Range meet(const Range& o) const { return {std::max(lo, o.lo), std::min(hi, o.hi)}; }
+  Range hull(const Range& o) const { return {std::min(lo, o.lo), std::max(hi, o.hi)}; }
+};
+
+// The range of an integer type narrower than int32 (int8, uint8, bool); int32 and others: nothing proven.
+Range int_range(DType t) {
+  switch (t.code) {
+    case DTypeCode::boolean: return {0, 1};
+    case DTypeCode::i8: return {-128, 127};
+    case DTypeCode::u8: return {0, 255};
+    default: return {};
+  }
+}
+
 struct Node {
   OpKind kind = OpKind::Leaf;
   Shape shape = Shape::Scalar;
@@ -281,7 +302,7 @@ struct Node {
   // Elem: `scalar` computed element by element on the scalar unit (a serial loop of GetValue / SetValue),
   // its tile operands the variables `holes` standing for args (MapLowering::element_loop)
   std::vector<Var> holes;
-  double limit = HUGE_VAL;  // a bound on |value| proven where the node is made (bound(): int8 quotients)
+  Range proven;  // a range of the value proven where the node is made (range_of: int8 quotients, a staged tensor's dtype)
   Span span;
 };
 
@@ -352,7 +373,10 @@ class MapLowering {
   int to_type(int x, DType t, const Span& sp);
   int step_cast(int x, DType t, const Span& sp);  // one Cast node (to_type chains them)
   int int32_to_bf16(int x, const Span& sp);
-  double bound(int x) const;                         // a bound on |value| (integer maps)
+  Range range_of(int x) const;                       // range36: a proven [lo, hi] of x's value (definition)
+  mutable std::vector<std::optional<Range>> ranges_;  // range_of's answers by node (a node's proven only narrows)
+  double bound(int x) const { return range_of(x).mag(); }  // a bound on |value| (integer maps)
+  std::pair<int, int> halves(int v, const Span& sp);  // int32 v = hi * 2^16 + lo, lo in [0, 2^16) (definition)
   int wrap(int x, DType t, const Span& sp);          // integral float32 x wrapped into int8/uint8 t
   int wrap_i32(int x, DType t, const Span& sp);      // int32 x wrapped into int8/uint8 t (every value)
   void check_exact(int x, DType t, const Span& sp);  // error unless |x| < 2^24 (float32 exact)
@@ -366,6 +390,24 @@ class MapLowering {
   int wrapped_mul(int x, int y, const Span& sp);  // int32 x * y modulo 2^32, no step leaving int32 (definition)
   int wrapped_mul_pieces(int x, int y, const Span& sp);  // (wrapped_mul's forms)
   int wrapped_add(ir::BinOp op, int a, int b, const Span& sp);  // int32 a + b, a - b modulo 2^32 (definition)
+  // range36: r = x // c or x % c (int32 x, a constant c != 0, Python's floor rules) with its range proven
+  int divided_range(ir::BinOp op, int r, int x, int64_t c) {
+    Range v = range_of(x);
+    if (!v.within(INT32_MIN, INT32_MAX)) v = {INT32_MIN, INT32_MAX};  // (an int32 node's value)
+    const double k = static_cast<double>(c);
+    const Range q = op == ir::BinOp::Mod ? (c > 0 ? Range{0, k - 1} : Range{k + 1, 0})
+                                         : Range{std::floor(std::min(v.lo / k, v.hi / k)), std::floor(std::max(v.lo / k, v.hi / k))};
+    nodes_[r].proven = nodes_[r].proven.meet(q);
+    if (static_cast<size_t>(r) < ranges_.size()) ranges_[r].reset();
+    return r;
+  }
+  // range36: a + b / a - b of operands whose ranges are proven where the sum's may leave int32 (wrapped_add)
+  bool proven_past_int32(ir::BinOp op, int a, int b) const {
+    const Range ra = range_of(a), rb = range_of(b);
+    if (!ra.known() || !rb.known()) return false;
+    const Range r = op == ir::BinOp::Add ? Range{ra.lo + rb.lo, ra.hi + rb.hi} : Range{ra.lo - rb.hi, ra.hi - rb.lo};
+    return !r.within(INT32_MIN, INT32_MAX);
+  }
   std::unordered_set<int> spans_;  // nodes of wrapped_mul's pieces and wrapped_add: values that may span int32
   int element_loop(const Expr& e, DType t, const Span& sp);  // e as t on the scalar unit (definition)
   bool past_operand(const Expr& e) const;  // int32 + - * of tile data and a scalar past int32 (definition)
@@ -466,6 +508,7 @@ class Legalizer {
       if (s->kind == ir::StmtKind::Store && as<ir::StoreNode>(s)->buffer->scope == Scope::global)
         written_.insert(as<ir::StoreNode>(s)->buffer.get());
     });
+    find_narrow_tiles();
     for (size_t k = 0; k < k_->block_vars.size() && k < k_->grid.size(); ++k)
       loop_bounds_[k_->block_vars[k].get()] = {ir::int_imm(0, k_->block_vars[k]->dtype), k_->grid[k]};
     frames_.push_back(Frame{});
@@ -556,8 +599,46 @@ class Legalizer {
             std::vector<Stmt>& out) {
     return names_.ub(owner, suffix, t, shape, sp, out);
   }
-  // rewrite_map_whole's temporaries of lets: a bound on |value| (MapLowering::bound), set where stored
-  std::unordered_map<const ir::BufferNode*, double> let_tiles_;
+  // rewrite_map_whole's temporaries of lets: their values' range (MapLowering::range_of), set where stored
+  std::unordered_map<const ir::BufferNode*, Range> let_tiles_;
+  // range36: on-chip int32 tiles whose every write in the kernel stores an int8 / uint8 / bool element converted
+  // (convert_copies' map of a converting T.copy from an int8 tensor) or fills a constant: the hull of those values
+  // (a read sees one of them, or memory never written: the simulator's fill, whose arithmetic it reports)
+  std::unordered_map<const ir::BufferNode*, Range> narrow_tiles_;
+  void find_narrow_tiles() {
+    std::unordered_set<const ir::BufferNode*> other;
+    auto write = [&](const Buffer& b, Range r) {
+      if (b->dtype != kI32 || b->scope == Scope::global || other.count(b.get())) return;
+      if (!r.known()) {
+        other.insert(b.get());
+        narrow_tiles_.erase(b.get());
+        return;
+      }
+      auto [it, fresh] = narrow_tiles_.try_emplace(b.get(), r);
+      if (!fresh) it->second = it->second.hull(r);
+    };
+    ir::for_each_stmt(k_->body, [&](const Stmt& s) {
+      switch (s->kind) {
+        case ir::StmtKind::Store: {
+          auto* st = as<ir::StoreNode>(s);
+          Expr v = st->value;
+          if (v->kind == ir::ExprKind::Cast && v->dtype == kI32) v = as<ir::CastNode>(v)->value;
+          write(st->buffer, v->kind == ir::ExprKind::Load ? int_range(v->dtype) : Range{});
+          break;
+        }
+        case ir::StmtKind::Fill: {
+          auto* f = as<ir::FillNode>(s);
+          auto c = ir::as_const_int(f->value);
+          write(f->dst.buffer, c ? Range{static_cast<double>(*c), static_cast<double>(*c)} : Range{});
+          break;
+        }
+        case ir::StmtKind::Copy: write(as<ir::CopyNode>(s)->dst.buffer, Range{}); break;
+        case ir::StmtKind::Reduce: write(as<ir::ReduceNode>(s)->dst, Range{}); break;
+        case ir::StmtKind::Gemm: write(as<ir::GemmNode>(s)->c.buffer, Range{}); break;
+        default: break;
+      }
+    });
+  }
 
   // A global tensor read inside a map, as a UB tile of the extents the map reads (hoisted).
   // Returns the tile and its indices.
@@ -1546,7 +1627,7 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
       if (!later) continue;
       std::vector<Expr> at(vars.begin(), vars.end());
       Buffer t = ub(st->buffer, "_" + v->name, compute_type(e->dtype), ext, it->span, out);
-      let_tiles_[t.get()] = HUGE_VAL;
+      let_tiles_[t.get()] = Range{};
       stores.push_back(std::make_shared<ir::StoreNode>(t, at, e, it->span));
       e = ir::load(t, at, it->span);
     }
@@ -1842,37 +1923,96 @@ int MapLowering::step_cast(int x, DType t, const Span& sp) {
   return push(std::move(c));
 }
 
-double MapLowering::bound(int x) const {
+// range36: a proven interval of x's value, interval arithmetic over the map's nodes from what is known at the
+// leaves: a tile or tensor of a type narrower than int32 (int8 / uint8 / bool; a tensor staged as float32 keeps
+// its own type's range: Node::proven), a constant, a scalar's scalar_range, a map index (0 ..
+// extent - 1); through + - * max min abs, & with a non-negative side ([0, its hi]), | ^ of non-negative values,
+// >> and // by a constant (of any int32: the int32 value shifted), % by a constant, casts (a narrower integer
+// type wraps into its range), selects (the hull). An int32 tile, a run-time int32 scalar, a float, an element
+// loop: nothing proven (infinite ends). Used by wrapped_mul / the wrapped + - (which forms a product or sum
+// needs), check_exact and the int8 wraps (bound(): the larger magnitude).
+Range MapLowering::range_of(int x) const {
+  if (static_cast<size_t>(x) < ranges_.size() && ranges_[x]) return *ranges_[x];
   const Node& n = nodes_[x];
-  if (n.limit < HUGE_VAL) return n.limit;
-  auto range = [](DType t) {
-    return t == DType(DTypeCode::i8) ? 128.0 : t == DType(DTypeCode::u8) ? 255.0 : HUGE_VAL;
+  const double i32lo = INT32_MIN, i32hi = INT32_MAX;
+  auto scalar = [&](const Expr& e) -> Range {
+    if (auto c = ir::as_const_int(e)) return {static_cast<double>(*c), static_cast<double>(*c)};
+    if (e->kind == ir::ExprKind::FloatImm) return {as<ir::FloatImmNode>(e)->value, as<ir::FloatImmNode>(e)->value};
+    const Expr& v = e->kind == ir::ExprKind::Cast && e->dtype.is_float() ? as<ir::CastNode>(e)->value : e;
+    if (!v->dtype.is_int()) return {};
+    auto r = L_.scalar_range(v);  // a range as wide as int32's proves nothing (a run-time int32)
+    if (!r || r->second - r->first >= __int128{UINT32_MAX}) return {};
+    return {static_cast<double>(r->first), static_cast<double>(r->second)};
   };
-  std::function<double(const Expr&)> scalar = [&](const Expr& e) {
-    if (auto c = ir::as_const_int(e)) return std::abs(static_cast<double>(*c));
-    if (e->kind == ir::ExprKind::FloatImm) return std::abs(as<ir::FloatImmNode>(e)->value);
-    if (e->kind == ir::ExprKind::Cast) return std::min(range(e->dtype), scalar(as<ir::CastNode>(e)->value));
-    return range(e->dtype);
+  auto mul = [](Range a, Range b) -> Range {
+    if ((a.lo == 0 && a.hi == 0) || (b.lo == 0 && b.hi == 0)) return {0, 0};
+    auto m = [](double p, double q) { return p == 0 || q == 0 ? 0.0 : p * q; };  // (0 * inf: 0)
+    const double c[] = {m(a.lo, b.lo), m(a.lo, b.hi), m(a.hi, b.lo), m(a.hi, b.hi)};
+    return {*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
   };
+  auto as_i32 = [&](Range a) { return a.within(i32lo, i32hi) ? a : Range{i32lo, i32hi}; };  // an int32 node's value
+  auto konst = [&](int k) -> std::optional<double> {
+    const Range r = range_of(k);
+    if (r.known() && r.lo == r.hi) return r.lo;
+    return std::nullopt;
+  };
+  Range r;
   switch (n.kind) {
-    case OpKind::Leaf: return n.shape == Shape::Scalar ? scalar(n.scalar) : range(n.dtype);
+    case OpKind::Leaf: r = n.shape == Shape::Scalar ? scalar(n.scalar) : int_range(n.dtype); break;
     case OpKind::Bin: {
-      double a = bound(n.args[0]), b = bound(n.args[1]);
-      if (n.bop == ir::BinOp::Mul) return a * b;
-      if (n.bop == ir::BinOp::Max || n.bop == ir::BinOp::Min) return std::max(a, b);
-      if (n.bop == ir::BinOp::Add || n.bop == ir::BinOp::Sub) return a + b;
-      return HUGE_VAL;
+      const Range a = range_of(n.args[0]), b = range_of(n.args[1]);
+      switch (n.bop) {
+        case ir::BinOp::Add: r = {a.lo + b.lo, a.hi + b.hi}; break;
+        case ir::BinOp::Sub: r = {a.lo - b.hi, a.hi - b.lo}; break;
+        case ir::BinOp::Mul: r = mul(a, b); break;
+        case ir::BinOp::Max: r = {std::max(a.lo, b.lo), std::max(a.hi, b.hi)}; break;
+        case ir::BinOp::Min: r = {std::min(a.lo, b.lo), std::min(a.hi, b.hi)}; break;
+        case ir::BinOp::BitAnd:
+          if (a.lo >= 0 || b.lo >= 0) r = {0, std::min(a.lo >= 0 ? a.hi : HUGE_VAL, b.lo >= 0 ? b.hi : HUGE_VAL)};
+          break;
+        case ir::BinOp::BitOr: case ir::BinOp::BitXor:
+          if (a.lo >= 0 && b.lo >= 0 && a.known() && b.known())
+            r = {0, std::exp2(std::ceil(std::log2(std::max(a.hi, b.hi) + 1))) - 1};
+          break;
+        case ir::BinOp::Shr:
+          if (auto k = konst(n.args[1]); k && *k >= 0 && *k < 32) {
+            const Range v = as_i32(a);
+            r = {std::floor(std::ldexp(v.lo, -static_cast<int>(*k))), std::floor(std::ldexp(v.hi, -static_cast<int>(*k)))};
+          }
+          break;
+        case ir::BinOp::Shl:
+          if (auto k = konst(n.args[1]); k && *k >= 0 && *k < 32) {
+            const Range v = {std::ldexp(a.lo, static_cast<int>(*k)), std::ldexp(a.hi, static_cast<int>(*k))};
+            if (v.within(i32lo, i32hi)) r = v;  // (else the bits shifted out: any int32)
+          }
+          break;
+        default: break;
+      }
+      break;
     }
-    case OpKind::Call: return n.fn == ir::MathFn::abs ? bound(n.args[0]) : HUGE_VAL;
-    case OpKind::Cast: return std::min(range(n.dtype), bound(n.args[0]));
-    case OpKind::Copy: return bound(n.args[0]);
-    case OpKind::Where: return std::max(bound(n.args[0]), scalar(n.fill));
-    case OpKind::Sel: return std::max(bound(n.args[2]), bound(n.args[3]));
-    case OpKind::Iota: return static_cast<double>(extent_of(as<ir::VarNode>(n.scalar)));
-    case OpKind::Gather: return range(n.dtype);
-    case OpKind::Elem: return HUGE_VAL;
+    case OpKind::Call:
+      if (n.fn == ir::MathFn::abs) r = {0, range_of(n.args[0]).mag()};
+      break;
+    case OpKind::Cast: {
+      const Range a = range_of(n.args[0]);
+      const Range t = n.dtype.is_int() ? int_range(n.dtype) : Range{};
+      if (!n.dtype.is_int()) r = a;
+      else if (a.within(t.known() ? t.lo : i32lo, t.known() ? t.hi : i32hi)) r = {std::floor(a.lo), std::ceil(a.hi)};
+      else r = t;  // wrapped into the narrower type (an int32 past int32: nothing proven)
+      break;
+    }
+    case OpKind::Copy: r = range_of(n.args[0]); break;
+    case OpKind::Where: r = range_of(n.args[0]).hull(scalar(n.fill)); break;
+    case OpKind::Sel: r = range_of(n.args[2]).hull(range_of(n.args[3])); break;
+    case OpKind::Iota:
+      if (const int64_t e = extent_of(as<ir::VarNode>(n.scalar)); e > 0) r = {0, static_cast<double>(e - 1)};
+      break;
+    case OpKind::Gather: r = int_range(n.dtype); break;
+    case OpKind::Elem: break;
   }
-  return HUGE_VAL;
+  if (ranges_.size() <= static_cast<size_t>(x)) ranges_.resize(nodes_.size());
+  ranges_[x] = r.meet(n.proven);
+  return *ranges_[x];
 }
 
 void MapLowering::check_exact(int x, DType t, const Span& sp) {
@@ -1904,7 +2044,7 @@ int MapLowering::wrap_i32(int x, DType t, const Span& sp) {
   int r = divide_pow2(ir::BinOp::Mod, x, 8, sp);
   if (t == DType(DTypeCode::i8))
     r = bin(ir::BinOp::Add, divide_pow2(ir::BinOp::Mod, bin(ir::BinOp::Add, r, I(128), sp), 8, sp), I(-128), sp);
-  nodes_[r].limit = 255.0;
+  nodes_[r].proven = t == DType(DTypeCode::i8) ? Range{-128, 127} : Range{0, 255};
   return step_cast(to_type(r, kF16, sp), t, sp);
 }
 
@@ -2323,21 +2463,25 @@ int MapLowering::add_sub_past_int32(ir::BinOp op, int a, int b, bool wrapped, co
 }
 
 // mul35 (port34 F6, review34 R2): int32 x * y wrapped into int32 (stored, or an operand of + - * & | ^ ~:
-// is_wrapped), the language's product modulo 2^32. One Mul / Muls where the operands' bounds keep the
-// product inside int32 (bound(), a scalar's scalar_range), and for two tiles, a constant of 16 bits and a
-// run-time int32 scalar (the 910B's int32 Mul past int32 is undocumented: the simulator's `int32 overflow`
-// report where a product leaves it). A constant outside 16 bits (a hash's 1103515245) or an int64 scalar
-// takes 16-bit pieces whose products fit, every int32 step inside int32 (ShiftLeft drops the bits it shifts
-// out: the modular step), c's pieces on the scalar unit:
+// is_wrapped), the language's product modulo 2^32. One Mul / Muls where the operands' ranges keep the
+// product inside int32 (range_of). Past that, 16-bit pieces whose products fit, every int32 step inside int32
+// (ShiftLeft drops the bits it shifts out: the modular step), where the product may leave int32 for the values
+// the operands take: both operands' ranges proven (range36: x from an int8 tensor times a 16-bit constant's
+// product, two such tiles), or a constant outside 16 bits (a hash's 1103515245) or an int64 scalar (mul35).
+// Else (an int32 tile or a run-time int32 scalar times a 16-bit constant, a run-time int32 or a tile: nothing
+// proven) one Mul / Muls and the simulator's `int32 overflow` report where a product leaves int32 (the 910B's
+// int32 Mul past int32 is undocumented; the pieces' calls and temporaries on every such map cost too much where
+// such products usually fit: test_colred_s30, port33's cumprod). The forms (a scalar's pieces on the scalar unit):
 // - a constant c whose wrapped value is 2^k (k 0..31): x << k (1 call; x itself for 1);
 // - a constant c = ch * 2^16: (((x << 16) >> 16) * ch) << 16 (4 calls);
-// - an int64 scalar whose range is [-2^15, 2^15): x = xh * 2^16 + xl with xh = x >> 16, xl = x - (xh << 16)
-//   in [0, 2^16): L = xl * c (|L| < 2^31), H = xh * c (|H| <= 2^30), then (H + (L >> 16)) << 16 plus L's
-//   low bits L - ((L >> 16) << 16) in [0, 2^16) (11 calls);
-// - any other c: signed pieces v = hi * 2^16 + lo, lo = (v << 16) >> 16 in [-2^15, 2^15), hi = (v >> 16) -
-//   (lo >> 15) in [-2^15, 2^15] (c's on the scalar unit), L = xlo * clo, H = xhi * clo + xlo * chi
-//   (|H + (L >> 16)| < 2^31 for every pair of int32 values), combined as above (15 calls).
-// docs/ascend.md "int32 overflow"; tests/python/test_mul35_s35.py checks the edges.
+// - one operand s in [-2^15, 2^15) (range_of, or an int64 scalar's range), the other v = vh * 2^16 + vl with
+//   vh = v >> 16, vl = v - (vh << 16) in [0, 2^16) (halves): L = vl * s (|L| < 2^31), H = vh * s (|H| <= 2^30),
+//   then (H + (L >> 16)) << 16 plus L's low bits L - ((L >> 16) << 16) in [0, 2^16) (8 calls with a scalar v,
+//   11 with a tile v);
+// - else signed pieces v = hi * 2^16 + lo, lo = (v << 16) >> 16 in [-2^15, 2^15), hi = (v >> 16) - (lo >> 15)
+//   in [-2^15, 2^15], L = xlo * ylo, H = xhi * ylo + xlo * yhi (|H + (L >> 16)| < 2^31 for every pair of int32
+//   values), combined as above (15 calls with a scalar y, 20 with two tiles).
+// docs/ascend.md "int32 overflow"; tests/python/test_mul35_s35.py and test_range36_s36.py check the edges.
 int MapLowering::wrapped_mul(int x, int y, const Span& sp) {
   const int r = wrapped_mul_pieces(x, y, sp);
   if (r != x && r != y && !(nodes_[r].kind == OpKind::Bin && nodes_[r].bop == ir::BinOp::Mul)) spans_.insert(r);
@@ -2351,77 +2495,92 @@ int MapLowering::wrapped_mul_pieces(int x, int y, const Span& sp) {
   auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
   auto B = [&](ir::BinOp op, int a, int b) { return bin(op, a, b, sp); };
   const bool scalar_y = nodes_[y].shape == Shape::Scalar;
-  std::optional<std::pair<__int128, __int128>> ry;
-  if (scalar_y) ry = L_.scalar_range(nodes_[y].scalar);
-  const double bx = bound(x);
-  const double by = !scalar_y ? bound(y) : ry ? static_cast<double>(std::max(-ry->first, ry->second)) : HUGE_VAL;
-  if (bx == 0 || by == 0 || bx * by <= INT32_MAX) return B(ir::BinOp::Mul, x, y);
-  // Pieces only for a constant outside 16 bits or an int64 scalar (the pieces cost 11-15 calls and their
-  // temporaries' UB on every such map: with them test_colred_s30's 1000 x 40 int32 `x * 3 - 5` no longer fitted
-  // in UB, port33's int32 cumprod's column form no longer compiled).
-  if (!scalar_y) return B(ir::BinOp::Mul, x, y);
+  const Range rx = range_of(x), ry = range_of(y);
   {
-    const Expr& sy = nodes_[y].scalar;
-    const auto cv = ir::arith::literal(simp(sy));
+    const Range p[] = {{rx.lo * ry.lo, rx.lo * ry.lo}, {rx.lo * ry.hi, rx.lo * ry.hi}, {rx.hi * ry.lo, rx.hi * ry.lo},
+                       {rx.hi * ry.hi, rx.hi * ry.hi}};
+    Range prod = p[0];
+    for (const Range& q : p) prod = prod.hull(q);
+    if ((rx.lo == 0 && rx.hi == 0) || (ry.lo == 0 && ry.hi == 0) ||
+        (rx.known() && ry.known() && prod.within(INT32_MIN, INT32_MAX)))
+      return B(ir::BinOp::Mul, x, y);
+  }
+  const Expr sy = scalar_y ? nodes_[y].scalar : Expr{};
+  const auto cv = scalar_y ? ir::arith::literal(simp(sy)) : std::nullopt;
+  if (!(rx.known() && ry.known())) {
+    // nothing proven: pieces only for a constant outside 16 bits (2^k included) or an int64 scalar
+    if (!scalar_y) return B(ir::BinOp::Mul, x, y);
     const bool int64_scalar = !cv && (sy->dtype == i64 || (sy->kind == ir::ExprKind::Cast &&
                                                            as<ir::CastNode>(sy)->value->dtype == i64));
     const bool wide_const = cv && (*cv < -32768 || *cv > 32767 || std::has_single_bit(static_cast<uint32_t>(
                                                                            static_cast<int64_t>(*cv))));
     if (!wide_const && !int64_scalar) return B(ir::BinOp::Mul, x, y);
   }
-  y = to_type(y, kI32, sp);
   // (H + (L >> 16)) << 16 plus L modulo 2^16
   auto combine = [&](int L, int H) {
     const int Lh = B(ir::BinOp::Shr, L, k32(16));
     const int Ll = B(ir::BinOp::Sub, L, B(ir::BinOp::Shl, Lh, k32(16)));
     return B(ir::BinOp::Add, B(ir::BinOp::Shl, B(ir::BinOp::Add, H, Lh), k32(16)), Ll);
   };
-  auto pieces = [&](int v) {
+  y = to_type(y, kI32, sp);  // (a scalar's value modulo 2^32, an int64 c's too)
+  if (scalar_y) {
+    if (auto v = ir::arith::literal(simp(ir::cast(sy, kI32, sp)))) {
+      const uint32_t u = static_cast<uint32_t>(static_cast<int64_t>(*v));
+      if (std::has_single_bit(u)) return std::countr_zero(u) == 0 ? x : B(ir::BinOp::Shl, x, k32(std::countr_zero(u)));
+      if ((u & 0xFFFFu) == 0)
+        return B(ir::BinOp::Shl, B(ir::BinOp::Mul, B(ir::BinOp::Shr, B(ir::BinOp::Shl, x, k32(16)), k32(16)),
+                                   k32(static_cast<int64_t>(*v) / 65536)), k32(16));
+    }
+  }
+  const auto small = [](const Range& r) { return r.within(-32768, 32767); };
+  if (small(ry) || small(rx)) {  // s * v from v's halves
+    const int s = small(ry) ? y : x, v = small(ry) ? x : y;
+    auto [vh, vl] = halves(v, sp);
+    return combine(B(ir::BinOp::Mul, vl, s), B(ir::BinOp::Mul, vh, s));
+  }
+  auto pieces = [&](int v) -> std::pair<int, int> {
+    if (nodes_[v].shape == Shape::Scalar) {  // on the scalar unit, in int64
+      const Expr c = ir::cast(nodes_[v].scalar, i64, sp);
+      const Expr hi = ir::binary(ir::BinOp::Shr, ir::arith::add(c, ir::int_imm(32768, i64, sp)), ir::int_imm(16, i64, sp), sp);
+      return {leaf_scalar(ir::cast(ir::arith::sub(c, ir::arith::mul(hi, ir::int_imm(65536, i64, sp))), kI32, sp)),
+              leaf_scalar(ir::cast(hi, kI32, sp))};
+    }
     const int lo = B(ir::BinOp::Shr, B(ir::BinOp::Shl, v, k32(16)), k32(16));
-    return std::pair{lo, B(ir::BinOp::Sub, B(ir::BinOp::Shr, v, k32(16)), B(ir::BinOp::Shr, lo, k32(15)))};
+    return {lo, B(ir::BinOp::Sub, B(ir::BinOp::Shr, v, k32(16)), B(ir::BinOp::Shr, lo, k32(15)))};
   };
-  const Expr c = simp(ir::cast(ir::cast(nodes_[y].scalar, kI32, sp), i64, sp));  // c's value modulo 2^32, as int32
-  if (auto v = ir::arith::literal(c)) {
-    const uint32_t u = static_cast<uint32_t>(static_cast<int64_t>(*v));
-    if (std::has_single_bit(u)) return std::countr_zero(u) == 0 ? x : B(ir::BinOp::Shl, x, k32(std::countr_zero(u)));
-    if ((u & 0xFFFFu) == 0)
-      return B(ir::BinOp::Shl, B(ir::BinOp::Mul, pieces(x).first, k32(static_cast<int64_t>(*v) / 65536)), k32(16));
-  }
-  if (ry && ry->first >= -32768 && ry->second < 32768) {
-    const int xh = B(ir::BinOp::Shr, x, k32(16));
-    const int xl = B(ir::BinOp::Sub, x, B(ir::BinOp::Shl, xh, k32(16)));
-    return combine(B(ir::BinOp::Mul, xl, y), B(ir::BinOp::Mul, xh, y));
-  }
-  const Expr chi = ir::binary(ir::BinOp::Shr, ir::arith::add(c, ir::int_imm(32768, i64, sp)), ir::int_imm(16, i64, sp), sp);
-  const int clo = leaf_scalar(ir::cast(ir::arith::sub(c, ir::arith::mul(chi, ir::int_imm(65536, i64, sp))), kI32, sp));
-  const int ch = leaf_scalar(ir::cast(chi, kI32, sp));
   auto [xlo, xhi] = pieces(x);
-  return combine(B(ir::BinOp::Mul, xlo, clo), B(ir::BinOp::Add, B(ir::BinOp::Mul, xhi, clo), B(ir::BinOp::Mul, xlo, ch)));
+  auto [ylo, yhi] = pieces(y);
+  return combine(B(ir::BinOp::Mul, xlo, ylo), B(ir::BinOp::Add, B(ir::BinOp::Mul, xhi, ylo), B(ir::BinOp::Mul, xlo, yhi)));
+}
+
+// int32 v = hi * 2^16 + lo with hi = v >> 16, lo = v - (hi << 16) in [0, 2^16): a scalar's on the scalar unit
+// (in int64), a tile's in 3 calls.
+std::pair<int, int> MapLowering::halves(int v, const Span& sp) {
+  const DType i64{DTypeCode::i64};
+  v = to_type(v, kI32, sp);
+  if (nodes_[v].shape == Shape::Scalar) {
+    const Expr w = ir::cast(nodes_[v].scalar, i64, sp);
+    const Expr h = ir::binary(ir::BinOp::Shr, w, ir::int_imm(16, i64, sp), sp);
+    const int hi = leaf_scalar(ir::cast(h, kI32, sp));
+    return {hi, leaf_scalar(ir::cast(ir::arith::sub(w, ir::arith::mul(h, ir::int_imm(65536, i64, sp))), kI32, sp))};
+  }
+  auto k32 = [&](int64_t c) { return scalar_const(static_cast<double>(c), kI32); };
+  const int hi = bin(ir::BinOp::Shr, v, k32(16), sp);
+  return {hi, bin(ir::BinOp::Sub, v, bin(ir::BinOp::Shl, hi, k32(16), sp), sp)};
 }
 
 // mul35: int32 a + b, a - b wrapped into int32 where a or b is a value wrapped_mul made from pieces (it spans
-// int32: a hash's idx * 1103515245 + seed left int32 in the Add for most seeds), modulo 2^32 with no step leaving
+// int32: a hash's idx * 1103515245 + seed left int32 in the Add for most seeds), or where both operands' ranges
+// are proven and the sum's leaves int32 (range36: proven_past_int32), modulo 2^32 with no step leaving
 // int32: halves v = vh * 2^16 + vl, vl = v - ((v >> 16) << 16) in [0, 2^16) (a scalar's on the scalar unit, in
 // int64), t = al +- bl in (-2^16, 2^17), r = ((ah +- bh + (t >> 16)) << 16) + (t - ((t >> 16) << 16)) (11 calls with
 // a scalar, 14 with two tiles). Other int32 sums keep their one Add / Adds (the simulator's report where they leave
 // int32: docs/ascend.md "int32 overflow").
 int MapLowering::wrapped_add(ir::BinOp op, int a, int b, const Span& sp) {
-  const DType i64{DTypeCode::i64};
   auto k32 = [&](int64_t v) { return scalar_const(static_cast<double>(v), kI32); };
   auto B = [&](ir::BinOp o, int p, int q) { return bin(o, p, q, sp); };
-  auto halves = [&](int v) -> std::pair<int, int> {
-    v = to_type(v, kI32, sp);
-    if (nodes_[v].shape == Shape::Scalar) {
-      const Expr w = ir::cast(nodes_[v].scalar, i64, sp);
-      const Expr h = ir::binary(ir::BinOp::Shr, w, ir::int_imm(16, i64, sp), sp);
-      const int hi = leaf_scalar(ir::cast(h, kI32, sp));
-      return {hi, leaf_scalar(ir::cast(ir::arith::sub(w, ir::arith::mul(h, ir::int_imm(65536, i64, sp))), kI32, sp))};
-    }
-    const int hi = B(ir::BinOp::Shr, v, k32(16));
-    return {hi, B(ir::BinOp::Sub, v, B(ir::BinOp::Shl, hi, k32(16)))};
-  };
-  auto [ah, al] = halves(a);
-  auto [bh, bl] = halves(b);
+  auto [ah, al] = halves(a, sp);
+  auto [bh, bl] = halves(b, sp);
   const int t = B(op, al, bl);
   const int th = B(ir::BinOp::Shr, t, k32(16));
   const int r = B(ir::BinOp::Add, B(ir::BinOp::Shl, B(ir::BinOp::Add, B(op, ah, bh), th), k32(16)),
@@ -2864,7 +3023,9 @@ int MapLowering::build_uncached(const Expr& e) {
       }
       n.dtype = n.buf->dtype;
       n.shape = shape_of_load(as<ir::LoadNode>(ir::load(n.buf, n.idx, sp)), sp);
-      if (auto lt = L_.let_tiles_.find(n.buf.get()); lt != L_.let_tiles_.end()) n.limit = lt->second;
+      if (auto lt = L_.let_tiles_.find(n.buf.get()); lt != L_.let_tiles_.end()) n.proven = lt->second;
+      if (auto nt = L_.narrow_tiles_.find(n.buf.get()); nt != L_.narrow_tiles_.end()) n.proven = nt->second;
+      if (l->buffer->scope == Scope::global) n.proven = int_range(l->buffer->dtype);  // (staged as float32: int8)
       return push(std::move(n));
     }
     case ir::ExprKind::Var: {  // a map index as a value (the others are scalars, above)
@@ -2941,8 +3102,8 @@ int MapLowering::build_uncached(const Expr& e) {
           if (past_op && (b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub))
             return add_sub_past_int32(b->op, x, y, is_wrapped(e), sp);
           if (e->dtype == kI32 && (b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub) && is_wrapped(e) &&
-              (spans_.count(x) || spans_.count(y)))  // a wrapped product's sum (a hash: idx * 1103515245 + seed)
-            return wrapped_add(b->op, x, y, sp);
+              (spans_.count(x) || spans_.count(y) || proven_past_int32(b->op, x, y)))
+            return wrapped_add(b->op, x, y, sp);  // a wrapped product's sum (a hash: idx * 1103515245 + seed)
           if (e->dtype == kI32 && b->op == ir::BinOp::Sub && !past_op && nodes_[y].shape == Shape::Scalar &&
               nodes_[x].shape != Shape::Scalar && !nodes_[y].dtype.is_float()) {
             // hunt33 F9: x - c is printed Adds(x, -c), and -c is 2^31, past int32, where c = INT32_MIN (the
@@ -3004,7 +3165,8 @@ int MapLowering::build_uncached(const Expr& e) {
         case ir::BinOp::FloorDiv: case ir::BinOp::Mod: {  // int32 by 2^k: x >> k, x - ((x >> k) << k), exact
           auto d = ir::as_const_int(b->b);
           if (e->dtype == kI32 && d && *d > 0 && (*d & (*d - 1)) == 0) {
-            return divide_pow2(b->op, build(b->a), std::countr_zero(static_cast<uint64_t>(*d)), sp);
+            const int x = build(b->a);
+            return divided_range(b->op, divide_pow2(b->op, x, std::countr_zero(static_cast<uint64_t>(*d)), sp), x, *d);
           }
           if (e->dtype == kI32) {
             int x = build(b->a);
@@ -3019,7 +3181,9 @@ int MapLowering::build_uncached(const Expr& e) {
               const Expr c = ir::cast(nodes_[x].scalar, DType(DTypeCode::i64), sp);
               x = add_past_int32(materialize(scalar_const(0, kI32), Shape::Full, sp), c, sp);
             }
-            return int_divide(b->op, to_type(x, kI32, sp), to_type(d, kI32, sp), sp);
+            const int r = int_divide(b->op, to_type(x, kI32, sp), to_type(d, kI32, sp), sp);
+            const Range rd = range_of(d);
+            return rd.known() && rd.lo == rd.hi && rd.lo != 0 ? divided_range(b->op, r, x, static_cast<int64_t>(rd.lo)) : r;
           }
           if (small_int(e->dtype)) {  // int8/uint8 values (exact float32 integers) divided in int32
             int x = build(b->a);
@@ -3028,7 +3192,8 @@ int MapLowering::build_uncached(const Expr& e) {
             check_exact(d, e->dtype, sp);
             int r = to_type(int_divide(b->op, to_type(x, kI32, sp), to_type(d, kI32, sp), sp), compute_type(e->dtype), sp);
             // |x // d| <= |x| (x // 0 == 0); |x % d| < |d|, x % 0 == x: the store's wrap is exact
-            nodes_[r].limit = b->op == ir::BinOp::FloorDiv ? bound(x) : std::max(bound(x), bound(d));
+            const double lim = b->op == ir::BinOp::FloorDiv ? bound(x) : std::max(bound(x), bound(d));
+            nodes_[r].proven = {-lim, lim};
             return r;
           }
           if (b->op == ir::BinOp::Mod && e->dtype.is_float()) {
@@ -3059,7 +3224,7 @@ int MapLowering::build_uncached(const Expr& e) {
           check_exact(y, e->dtype, sp);
           double lim = 2 * std::max(bound(x), bound(y));
           int r = to_type(bitwise(b->op, to_type(x, kI32, sp), to_type(y, kI32, sp), sp), compute_type(e->dtype), sp);
-          nodes_[r].limit = lim;
+          nodes_[r].proven = {-lim, lim};
           return r;
         }
       }
@@ -3496,6 +3661,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   bf16_column_ = column_store_ && vars_.size() == 1 && (st->buffer->dtype == kBF16 || vector_only) &&
                  st->value->kind != ir::ExprKind::Load && (has_load(st->value) || uses_var(st->value, vj()));
   nodes_.clear();
+  ranges_.clear();
   memo_.clear();
   spans_.clear();
   // The destination must be a tile element indexed by every loop variable.
@@ -3542,7 +3708,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   unstored_past_int32(value, dt.is_int() && dt.bytes() <= 4);
   const bool elem = (dt == kI32 || small_int(dt) || dt.is_float()) && elem_past_int32(value);
   int root = elem ? element_loop(value, dt.is_float() ? kF32 : kI32, sp) : build(value);
-  if (auto lt = L_.let_tiles_.find(st->buffer.get()); lt != L_.let_tiles_.end()) lt->second = bound(root);
+  if (auto lt = L_.let_tiles_.find(st->buffer.get()); lt != L_.let_tiles_.end()) lt->second = range_of(root);
   single_f16_ = false;
   if (nodes_[root].dtype != compute_type(dt) || nodes_[root].shape == Shape::Scalar) {
     if (nodes_[root].shape == Shape::Scalar) {

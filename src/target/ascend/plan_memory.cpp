@@ -372,7 +372,8 @@ std::vector<int64_t> user_shape(const BufferDecl& d, std::vector<int64_t> sh) {
   }
   auto temps_of = [&](const std::string& owner) {
     return std::to_string(temp_bytes[owner]) + " B of compiler temporaries for it (e.g. float32 copies: bfloat16 and "
-           "int8 are computed in float32)";
+           "int8 are computed in float32; the 16-bit pieces of an int32 product computed modulo 2^32, docs/ascend.md "
+           "\"int32 overflow\")";
   };
   std::string list;
   const BufferDecl* biggest = nullptr;
