@@ -131,3 +131,37 @@ def test_range_rules_at_their_edges(target):
             assert prof["reports"] == [], prof["reports"]
             got = prof.outputs
         np.testing.assert_array_equal(np.asarray(got), _edges_expected(a, b, x, lo, hi), err_msg=f"{target} {lo} {hi}")
+
+
+def _lcg(N):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "int8"), X: T.Tensor((N,), "int32"), Y: T.Tensor((5, N), "int32")):
+        with T.Kernel(1) as bx:
+            y = T.alloc_fragment((5, N), "int32")
+            for j in T.Parallel(N):
+                a = T.cast(A[j], "int32")
+                y[0, j] = a * 6364136223846793005  # a proven small operand times a literal past 2^40: halves
+                y[1, j] = X[j] * 6364136223846793005 + 1442695040888963407  # nothing proven: signed pieces
+                y[2, j] = X[j] * -6364136223846793005
+                y[3, j] = T.min(T.max(X[j], -2147483648), 2147483647) * 6364136223846793005  # both proven
+                y[4, j] = X[j] * 2654435761
+            T.copy(y, Y)
+
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_products_by_literals_past_int32(target):
+    """review36 R1 (hunt36 F3 in range36's wrapped_mul_pieces): a 64-bit LCG's multiplier is taken modulo 2^32
+    before its pieces / halves are cut (its high piece was 97109012204693: `int32 overflow` inside the pieces)."""
+    N = 21
+    rng = np.random.default_rng(368)
+    a = rng.integers(-128, 128, N).astype(np.int8)
+    a[:2] = [-128, 127]
+    x = np.array([0x7FFF8000, 0x80008000 - 2 ** 32, 0x80007FFF - 2 ** 32, I32.min, I32.max, -1, 1, 0, 32768, -32768] +
+                 list(rng.integers(I32.min, I32.max, N - 10)), np.int64).astype(np.int32)
+    L = 6364136223846793005
+    rows = [[int(v) * L for v in a], [int(v) * L + 1442695040888963407 for v in x], [int(v) * -L for v in x],
+            [int(v) * L for v in x], [int(v) * 2654435761 for v in x]]
+    want = np.array([[(v + 2 ** 31) % 2 ** 32 - 2 ** 31 for v in r] for r in rows], np.int64).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(run_on(_lcg(N), target, [-1], a, x)), want, err_msg=target)
