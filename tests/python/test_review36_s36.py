@@ -165,3 +165,42 @@ def test_products_by_literals_past_int32(target):
             [int(v) * L for v in x], [int(v) * 2654435761 for v in x]]
     want = np.array([[(v + 2 ** 31) % 2 ** 32 - 2 ** 31 for v in r] for r in rows], np.int64).astype(np.int32)
     np.testing.assert_array_equal(np.asarray(run_on(_lcg(N), target, [-1], a, x)), want, err_msg=target)
+
+
+def _clear_after(S, variant, dtype, acc_dtype):
+    M = N = K = 16
+
+    @T.prim_func
+    def main(A: T.Tensor((S, M, K), dtype), B: T.Tensor((S, N, K), dtype), Y: T.Tensor((S, M, N), acc_dtype)):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((M, K), dtype)
+            b = T.alloc_shared((N, K), dtype)
+            acc = T.alloc_fragment((M, N), acc_dtype)
+            T.clear(acc)
+            for s in T.serial(S):
+                T.copy(A[s, :, :], a)
+                T.copy(B[s, :, :], b)
+                T.gemm(a, b, acc, transpose_B=True)
+                T.copy(acc, Y[s, :, :])
+                if variant == 0:
+                    T.clear(acc)  # at the end of the body: the next iteration's gemm starts from zero
+                else:
+                    for r in T.serial(1):
+                        T.clear(acc)  # in an inner loop after the gemm
+
+    return main
+
+
+@pytest.mark.parametrize("variant", [0, 1])
+@pytest.mark.parametrize("dtype,acc", [("float16", "float32"), ("int8", "int32")])
+def test_clear_after_the_gemm_in_a_loop(variant, dtype, acc):
+    """review36 R2: `gemm; copy out; clear` in one serial body: each iteration's copy is that iteration's product
+    only (the clear was deferred to the next gemm, already expanded with init on the first iteration: silent sums)."""
+    S = 3
+    rng = np.random.default_rng(369)
+    a = rng.integers(-3, 4, (S, 16, 16)).astype(dtype)
+    b = rng.integers(-3, 4, (S, 16, 16)).astype(dtype)
+    want = np.einsum("smk,snk->smn", a.astype(np.float64), b.astype(np.float64)).astype(acc)
+    for target in TARGETS:
+        got = run_on(_clear_after(S, variant, dtype, acc), target, [-1], a, b)
+        np.testing.assert_array_equal(np.asarray(got), want, err_msg=target)

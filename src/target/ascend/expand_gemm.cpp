@@ -66,8 +66,10 @@ class Expander {
       case ir::StmtKind::For: {
         auto* f = ir::as<ir::ForNode>(s);
         loops_.push_back({f->var, f->min, f->extent, count_gemms(f->body)});
+        gemmed_.emplace_back();
         Stmt body = visit(f->body);
         loops_.pop_back();
+        gemmed_.pop_back();
         // A pending clear left inside the loop (no gemm reached it) stays pending at this depth.
         for (auto& [b, p] : pending_) p.loops = std::min(p.loops, loops_.size());
         Stmt loop = std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, s->span);
@@ -104,6 +106,24 @@ class Expander {
           throw ir::Error("fill of the gemm accumulator '" + f->dst.buffer->name + "' with " + ir::print(f->value) +
                               ": on Ascend an accumulator (L0C) can only start from zero",
                           s->span, "clear it (T.clear) and add the value in a vector epilogue");
+        // review36 R2: a clear after a gemm into the accumulator inside an enclosing loop (`gemm; copy out;
+        // clear` in one body) is next reached by that gemm in the next iteration, already expanded: it
+        // cannot wait for a gemm, so it runs where it stands (the zero gemm), else that iteration added to
+        // the previous one's result
+        for (const auto& g : gemmed_)
+          if (auto it = g.find(f->dst.buffer.get()); it != g.end()) {
+            auto ext = [&](size_t from_end) -> int64_t {
+              const auto& e = f->dst.extents;
+              auto c = e.size() >= from_end ? ir::as_const_int(e[e.size() - from_end]) : std::nullopt;
+              if (!c)
+                throw ir::Error("the accumulator window " + ir::print(f->dst) + " is cleared after a gemm into it in "
+                                    "the same loop, and its extents are not constants",
+                                s->span, "clear the whole accumulator (T.clear of the fragment)");
+              return *c;
+            };
+            pending_.erase(f->dst.buffer.get());
+            return zero_gemm({loops_.size(), nullptr, f->dst, it->second, ext(2), ext(1), s->span});
+          }
         pending_[f->dst.buffer.get()] = {loops_.size(), ifs_};
         return nullptr;
       }
@@ -192,6 +212,7 @@ class Expander {
     Buffer a0 = ir::buffer(A->name + "_l0" + sfx, t, g->trans_a ? shape(kp, Mp) : shape(Mp, kp), Scope::L0A, sp);
     Buffer b0 = ir::buffer(B->name + "_l0" + sfx, t, g->trans_b ? shape(Np, kp) : shape(kp, Np), Scope::L0B, sp);
 
+    for (auto& gm : gemmed_) gm.emplace(Cb.get(), t);  // (review36 R2)
     // init condition of the first step
     Expr init;
     auto it = pending_.find(Cb.get());
@@ -347,6 +368,8 @@ class Expander {
   int counter_ = 0;
   std::unordered_map<const ir::BufferNode*, Pending> pending_;
   std::vector<ZeroGuard> zero_guards_;
+  // per open loop (loops_), the accumulators a gemm in its body wrote so far, with the operands' dtype
+  std::vector<std::unordered_map<const ir::BufferNode*, ir::DType>> gemmed_;
 };
 
 }  // namespace
