@@ -5,10 +5,11 @@
 // machine may be shared); prints the median and min per variant, its ratio to the first variant
 // (median of the per-round ratios) and the copy's time over its, and checks that every variant's
 // output equals the first one's bit for bit (the header changes it compares must not change a
-// result). The inputs are normal(0, 2) from a fixed generator. With TW_AB_PEAKS naming bench/peaks.cpp's
-// library (bench/run.py build_peaks), the copy is its copy probe of the same bytes instead
-// (tw_copy_probe_run, 1 thread: issue 16's "% of measured copy bandwidth"), and every time is the
-// process's CPU time (the probe's pass runs on its team's thread).
+// result). The inputs are normal(0, 2) from a fixed generator. Every tensor is on 2 MiB pages, 16 B
+// into the first (numpy's layout, which the bench's arrays have; -DAB_OFFSET=0: page-aligned). With
+// TW_AB_PEAKS naming bench/peaks.cpp's library (bench/run.py build_peaks), the copy is its copy probe
+// of the same bytes instead (tw_copy_probe_run, 1 thread: issue 16's "% of measured copy bandwidth"),
+// and every time is the process's CPU time (the probe's pass runs on its team's thread).
 //
 //   TW_DUMP_IR=/tmp/d TW_CPU_ARCH=x86-64-v3 python -c '...compile the kernel...'   # its NN_codegen.cpp
 //   g++ -O3 -march=x86-64-v3 -std=c++20 -fPIC -shared -I<include> k.cpp -o old.so    # (the flags of
