@@ -55,7 +55,7 @@ static double median(std::vector<double> v) {
 }
 
 // The tensors as numpy holds large arrays (bench/run.py's): on 2 MiB pages (madvise; with transparent
-// huge pages in "madvise" mode an unadvised array stays on 4 KiB pages, and the kernels read 1.6-2x
+// huge pages in "madvise" mode an unadvised array stays on 4 KiB pages, and the kernels read 1.4-1.9x
 // slower from memory than on numpy's arrays: docs/performance.md, session 36), kOffset bytes into
 // the first page (numpy's data offset).
 static const size_t kOffset = AB_OFFSET;
