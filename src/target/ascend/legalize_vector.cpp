@@ -3311,6 +3311,17 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   if (bc && bc->op == ir::BinOp::Or) return select_on(first, x, select_on(second, x, y, sp), sp);
   if (c->kind == ir::ExprKind::Unary && as<ir::UnaryNode>(c)->op == ir::UnOp::Not)
     return select_on(as<ir::UnaryNode>(c)->a, y, x, sp);
+  // `p ^ q` (the front end's `p != q`) and `p == q` of two conditions (comparisons / logic, e.g. the index
+  // masks `(i < n) ^ (j < 5)`): nested selects on each, as `and` / `or` (a computed bool has no vector
+  // form; hunt36 F2); a bool tile element compared as its bytes stays below
+  auto condition = [](const Expr& e) {
+    return e->dtype == DType(DTypeCode::boolean) && (e->kind == ir::ExprKind::Binary || e->kind == ir::ExprKind::Unary);
+  };
+  if (bc && (bc->op == ir::BinOp::NE || bc->op == ir::BinOp::EQ) && condition(bc->a) && condition(bc->b)) {
+    const bool ne = bc->op == ir::BinOp::NE;
+    return select_on(first, select_on(second, ne ? y : x, ne ? x : y, sp), select_on(second, ne ? x : y, ne ? y : x, sp),
+                     sp);
+  }
   // an index condition: the index mask when the other value is a scalar; else (or for ==, !=)
   // compared like data, the loop indices as index vectors (CreateVecIndex)
   if (!has_load(c) && nodes_[y].shape == Shape::Scalar && mask_condition(c, vi(), vj())) return index_mask(x, c, nodes_[y].scalar, sp);
