@@ -171,3 +171,61 @@ def test_eight_hand_offs_in_a_loop(dt):
     np.testing.assert_array_equal(got["cpu"], got[TARGET])
     prog = tw.compile(k, target=TARGET, out_idx=[-1]).get_source("ascend_program")
     assert "CrossCoreSetFlag<2, MTE2>(9)" in prog   # all five pairs taken
+
+
+# ------------------------------------------------------------------------------------------------
+# F3 (fixed): a multiplier past int32 (Knuth's 2654435761, a 64-bit LCG's) was split into pieces unwrapped
+
+def _w32(v):
+    return ((np.asarray(v, dtype=object) + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int64)
+
+
+@T.prim_func
+def _wide_constants(X: T.Tensor((3, 19), "int32"), Y: T.Tensor((3, 3, 19), "int32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((3, 19), "int32")
+        y = T.alloc_fragment((3, 3, 19), "int32")
+        T.copy(X, x)
+        for i, j in T.Parallel(3, 19):
+            y[0, i, j] = (x[i, j] * 2654435761) >> 7   # Knuth's multiplicative hash (2^32 / golden ratio)
+            y[1, i, j] = x[i, j] * 6364136223846793005 + 1442695040888963407   # a 64-bit LCG's step
+            y[2, i, j] = (x[i, j] * 4294967296 + 5) ^ (x[i, j] * -4294967297)   # 2^32 (0) and -2^32 - 1 (-1)
+        T.copy(y, Y)
+
+
+def test_f3_multipliers_past_int32():
+    x = np.random.default_rng(3).integers(-2 ** 31, 2 ** 31, (3, 19)).astype(np.int32)
+    x.flat[:6] = [0, 1, -1, 2 ** 31 - 1, -2 ** 31, 65536]
+    v = x.astype(object)
+    want = np.stack([_w32(v * 2654435761) >> 7, _w32(v * 6364136223846793005 + 1442695040888963407),
+                     _w32(_w32(v * 4294967296 + 5) ^ _w32(v * -4294967297))])
+    for t in TARGETS:
+        np.testing.assert_array_equal(run(_wide_constants, t, [-1], x), want)
+
+
+# ------------------------------------------------------------------------------------------------
+# F4 (open): a sum with a product by a run-time int64 scalar
+
+@T.prim_func
+def _int64_scalar_sum(X: T.Tensor((3, 19), "int32"), c: T.int64, Y: T.Tensor((3, 19), "int32")):
+    with T.Kernel(1) as bx:
+        x = T.alloc_fragment((3, 19), "int32")
+        T.copy(X, x)
+        for i, j in T.Parallel(3, 19):
+            x[i, j] = x[i, j] * c + 7
+        T.copy(x, Y)
+
+
+def test_f4_int64_scalar_product_plus_constant_on_cpu():
+    x = np.random.default_rng(4).integers(-2 ** 31, 2 ** 31, (3, 19)).astype(np.int32)
+    np.testing.assert_array_equal(run(_int64_scalar_sum, "cpu", [-1], x, 2654435761),
+                                  _w32(x.astype(object) * 2654435761 + 7))
+
+
+@pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
+                   reason="hunt36 F4: legalize_vector's int64_operand takes one level (cast(x) * c), so "
+                          "`x * c + 7` with an int64 scalar c is 'vector op on int64 is not supported'")
+def test_f4_int64_scalar_product_plus_constant_on_ascend():
+    x = np.random.default_rng(4).integers(-2 ** 31, 2 ** 31, (3, 19)).astype(np.int32)
+    np.testing.assert_array_equal(run(_int64_scalar_sum, TARGET, [-1], x, 2654435761),
+                                  _w32(x.astype(object) * 2654435761 + 7))

@@ -2380,7 +2380,10 @@ int MapLowering::wrapped_mul_pieces(int x, int y, const Span& sp) {
     const int lo = B(ir::BinOp::Shr, B(ir::BinOp::Shl, v, k32(16)), k32(16));
     return std::pair{lo, B(ir::BinOp::Sub, B(ir::BinOp::Shr, v, k32(16)), B(ir::BinOp::Shr, lo, k32(15)))};
   };
-  const Expr c = simp(ir::cast(ir::cast(nodes_[y].scalar, kI32, sp), i64, sp));  // c's value modulo 2^32, as int32
+  Expr c = simp(ir::cast(ir::cast(nodes_[y].scalar, kI32, sp), i64, sp));  // c's value modulo 2^32, as int32
+  if (auto v = ir::arith::literal(c))  // (simp keeps an int64 literal's value through the casts: wrap it here,
+    // else a constant past int32, Knuth's 2654435761 or a 64-bit LCG's, gave pieces past 16 bits; hunt36 F3)
+    c = ir::int_imm(static_cast<int32_t>(static_cast<uint32_t>(*v)), i64, sp);
   if (auto v = ir::arith::literal(c)) {
     const uint32_t u = static_cast<uint32_t>(static_cast<int64_t>(*v));
     if (std::has_single_bit(u)) return std::countr_zero(u) == 0 ? x : B(ir::BinOp::Shl, x, k32(std::countr_zero(u)));
