@@ -229,3 +229,26 @@ def test_f4_int64_scalar_product_plus_constant_on_ascend():
     x = np.random.default_rng(4).integers(-2 ** 31, 2 ** 31, (3, 19)).astype(np.int32)
     np.testing.assert_array_equal(run(_int64_scalar_sum, TARGET, [-1], x, 2654435761),
                                   _w32(x.astype(object) * 2654435761 + 7))
+
+
+# ------------------------------------------------------------------------------------------------
+# the fuzzer's twenty-first stream (fuzz/hunt.py)
+
+def test_hunt_stream_covers_its_forms_and_catches_a_wrong_answer():
+    from fuzz import grammar, hunt, reducer
+    from fuzz.reference import compare, reference
+    ds = [hunt.generate(s) for s in range(0, 3000, grammar.GROUP)]
+    assert {d["hunt"] for d in ds} == set(hunt.FORMS)
+    assert {d["acc"] for d in ds if d["hunt"] == "acc"} == {"scatter", "hist", "parts"}
+    assert {d["imask"] for d in ds if d["hunt"] == "imask"} == {"onehot", "len", "ignore"}
+    assert {st.split(" ")[0] for d in ds if d["hunt"] == "hash" for st in d["steps"]} >= {"h", "(h", "s", "~(h"}
+    assert any(d["hunt"] == "acc" and d["M"] == 0 for d in map(hunt.generate, range(3000)))
+    for form in hunt.FORMS:
+        d = next(d for d in ds if d["hunt"] == form and d["M"] > 0)
+        compile(grammar.source(d), "fuzz", "exec")
+        refs, _ = reference(d)
+        assert compare(d, refs) is None
+        bad = [r.copy() for r in refs]
+        bad[0].flat[0] += 1
+        assert compare(d, bad) is not None
+        assert all(hunt.valid(c) and c != d for c in reducer.candidates(d))
