@@ -203,25 +203,33 @@ def test_f3_multipliers_past_int32():
 
 
 # ------------------------------------------------------------------------------------------------
-# F4 (open): a sum with a product by a run-time int64 scalar
+# F4 (fixed): a sum or product with a product by a run-time int64 scalar was "vector op on int64"
 
 @T.prim_func
-def _int64_scalar_sum(X: T.Tensor((3, 19), "int32"), c: T.int64, Y: T.Tensor((3, 19), "int32")):
+def _int64_scalar_sums(X: T.Tensor((3, 19), "int32"), c: T.int64, Y: T.Tensor((5, 3, 19), "int32")):
     with T.Kernel(1) as bx:
         x = T.alloc_fragment((3, 19), "int32")
+        y = T.alloc_fragment((5, 3, 19), "int32")
         T.copy(X, x)
         for i, j in T.Parallel(3, 19):
-            x[i, j] = x[i, j] * c + 7
-        T.copy(x, Y)
+            y[0, i, j] = x[i, j] * c + 7
+            y[1, i, j] = 5 - x[i, j] * c
+            y[2, i, j] = (x[i, j] ^ c) * c + x[i, j]
+            y[3, i, j] = (x[i, j] * c) & 65535
+            y[4, i, j] = (x[i, j] + c) * 1103515245 - c
+        T.copy(y, Y)
 
 
-@pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
-                   reason="hunt36 F4: legalize_vector's int64_operand takes one level (cast(x) * c), so "
-                          "`x * c + 7` with an int64 scalar c is 'vector op on int64 is not supported' (cpu runs it)")
-def test_f4_int64_scalar_product_plus_constant_on_ascend():
+def test_f4_int64_scalar_products_in_sums():
     x = np.random.default_rng(4).integers(-2 ** 31, 2 ** 31, (3, 19)).astype(np.int32)
-    np.testing.assert_array_equal(run(_int64_scalar_sum, TARGET, [-1], x, 2654435761),
-                                  _w32(x.astype(object) * 2654435761 + 7))
+    x.flat[:5] = [0, 1, -1, 2 ** 31 - 1, -2 ** 31]
+    v = x.astype(object)
+    k = {t: tw.compile(_int64_scalar_sums, target=t, out_idx=[-1]) for t in TARGETS}
+    for c in (2654435761, -2 ** 40 + 5, 3, 2 ** 31):
+        want = np.stack([_w32(v * c + 7), _w32(5 - v * c), _w32((v ^ c) * c + v), (v * c) & 65535,
+                         _w32((v + c) * 1103515245 - c)])
+        for t in TARGETS:
+            np.testing.assert_array_equal(k[t](x, c) if t == "cpu" else run_checked(k[t], x, c), want)
 
 
 # ------------------------------------------------------------------------------------------------

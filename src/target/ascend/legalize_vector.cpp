@@ -2265,8 +2265,30 @@ std::optional<int> MapLowering::int64_operand(DType t, const Expr& v) {
   };
   const Expr xa = data32(b->a), xb = data32(b->b);
   const bool sa = is_scalar(b->a) && b->a->dtype.is_int(), sb = is_scalar(b->b) && b->b->dtype.is_int();
-  if (!((xa && sb) || (sa && xb))) return std::nullopt;
   const Span& sp = v->span;
+  // hunt36 F4: + - * & | ^ of such values (`x * c + 7`, `(x ^ c) * c + x`): the int32 result modulo 2^32 takes
+  // each operand modulo 2^32 (this form one level down, int32 tile data, a scalar wrapped on the scalar unit)
+  auto ring = [](const Expr& o) {
+    if (o->kind != ir::ExprKind::Binary) return false;
+    const ir::BinOp op = as<ir::BinaryNode>(o)->op;
+    return op == ir::BinOp::Add || op == ir::BinOp::Sub || op == ir::BinOp::Mul || op == ir::BinOp::BitAnd ||
+           op == ir::BinOp::BitOr || op == ir::BinOp::BitXor;
+  };
+  auto nested = [&](const Expr& o) { return o->dtype == DType(DTypeCode::i64) && !is_scalar(o) && ring(o); };
+  if (ring(v) && (nested(b->a) || nested(b->b))) {
+    auto operand = [&](const Expr& o) -> std::optional<int> {
+      if (nested(o)) return int64_operand(kI32, o);
+      if (const Expr x = data32(o)) return build(x);
+      if (is_scalar(o) && o->dtype.is_int()) return leaf_scalar(ir::cast(o, kI32, sp));
+      return std::nullopt;
+    };
+    const auto p = operand(b->a), q = operand(b->b);
+    if (!p || !q) return std::nullopt;
+    if (b->op == ir::BinOp::Mul) return wrapped_mul(*p, *q, sp);
+    if (b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub) return wrapped_add(b->op, *p, *q, sp);
+    return bitwise(b->op, *p, *q, sp);
+  }
+  if (!((xa && sb) || (sa && xb))) return std::nullopt;
   const Expr c = sa ? b->a : b->b, c32 = ir::cast(c, kI32, sp);
   auto int32_form = [&]() { return build(ir::binary(b->op, xa ? xa : c32, xb ? xb : c32, sp)); };
   switch (b->op) {
