@@ -253,3 +253,39 @@ def test_hunt_stream_covers_its_forms_and_catches_a_wrong_answer():
         bad[0].flat[0] += 1
         assert compare(d, bad) is not None
         assert all(hunt.valid(c) and c != d for c in reducer.candidates(d))
+
+
+# ------------------------------------------------------------------------------------------------
+# F5 (hint): a dropout whose T.where condition hashes the map indices in place; the hint's form runs
+
+def _dropout(in_place):
+    M, N, bm = 5, 37, 4
+
+    @T.prim_func
+    def k(X: T.Tensor((M, N), "float32"), seed: T.int32, Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, N), "float32")
+            h = T.alloc_fragment((bm, N), "int32")
+            T.copy(X[bx * bm, 0], x)
+            for i, j in T.Parallel(bm, N):
+                if in_place:
+                    x[i, j] = T.where(((((bx * bm + i) * N + j) * 1103515245 + seed) >> 8) & 255 < 128, x[i, j] * 2.0,
+                                      0.0)
+                else:
+                    h[i, j] = ((bx * bm + i) * N + j) * 1103515245 + seed
+                    x[i, j] = T.where((h[i, j] >> 8) & 255 < 128, x[i, j] * 2.0, 0.0)
+            T.copy(x, Y[bx * bm, 0])
+    return k
+
+
+def test_f5_index_hash_condition_hint_names_the_form_that_runs():
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(_dropout(True), target=TARGET, out_idx=[-1])
+    assert "not affine" in str(e.value) and "stored into an int32 tile first" in e.value.hint
+    x = np.random.default_rng(5).integers(-4, 5, (5, 37)).astype(np.float32)
+    idx = np.arange(5 * 37, dtype=object).reshape(5, 37)
+    for seed in (0, -2 ** 31):
+        h = _w32(idx * 1103515245 + seed)
+        want = np.where(((h >> 8) & 255) < 128, x * 2, 0).astype(np.float32)
+        for t in TARGETS:
+            np.testing.assert_array_equal(run(_dropout(t == "cpu"), t, [-1], x, seed), want)

@@ -3787,10 +3787,10 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
   split(n.cond);
   Var ri = ir::var(L_.fresh("row"), ir::kIndexType, sp);  // the row index in bound expressions
   std::vector<std::pair<int64_t, Expr>> lows, highs;  // (coefficient of i, bound(i) expression)
-  auto bad = [&](const std::string& why) {
+  auto bad = [&](const std::string& why, const std::string& more = "") {
     fail("T.where condition " + ir::print(n.cond) + ": " + why, sp,
          "Ascend masks need conditions like j < n, i + r0 >= j + c0 (affine in the T.Parallel indices, the column index "
-         "with coefficient +-1), joined with 'and'");
+         "with coefficient +-1), joined with 'and'" + more);
   };
   for (const auto& c : cmps) {
     if (c->kind != ir::ExprKind::Binary) bad("not a comparison");
@@ -3823,7 +3823,10 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
         bad("only <, <=, >, >= comparisons and == of the column index (joined with 'and') become masks");
     }
     auto l = linearize(lhs, vi(), vj()), r = linearize(rhs, vi(), vj());
-    if (!l || !r) bad("not affine in the loop indices, or it reads tile data");
+    if (!l || !r)  // (hunt36 F5: a dropout's hash of the indices compared in place)
+      bad("not affine in the loop indices, or it reads tile data",
+          "; other arithmetic of the indices (a hash h = ((r0 + i) * N + j) * 1103515245 + seed) runs stored into an "
+          "int32 tile first: h[i, j] = ... in the map, then T.where((h[i, j] >> 8) & 255 < 128, ...)");
     int64_t ci = l->ci - r->ci, cj = l->cj - r->cj;
     Expr rest = sub(sub(l->rest, r->rest), C(adj));  // ci*i + cj*j + rest >= 0
     Expr irow = ci ? mul(C(ci), ri) : C(0);
