@@ -2545,8 +2545,11 @@ int MapLowering::wrapped_mul_pieces(int x, int y, const Span& sp) {
     return B(ir::BinOp::Add, B(ir::BinOp::Shl, B(ir::BinOp::Add, H, Lh), k32(16)), Ll);
   };
   y = to_type(y, kI32, sp);  // (a scalar's value modulo 2^32, an int64 c's too)
+  // a literal: its value modulo 2^32 as the constant (review36 R1, hunt36 F3: simp keeps a literal's value
+  // through the int32 cast, so the pieces / halves of 6364136223846793005 left 16 bits: an `int32 overflow`)
+  if (cv) y = leaf_scalar(ir::int_imm(static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(*cv))), kI32, sp));
   if (scalar_y) {
-    if (auto v = ir::arith::literal(simp(ir::cast(sy, kI32, sp)))) {
+    if (auto v = ir::arith::literal(nodes_[y].scalar)) {
       const uint32_t u = static_cast<uint32_t>(static_cast<int64_t>(*v));
       if (std::has_single_bit(u)) return std::countr_zero(u) == 0 ? x : B(ir::BinOp::Shl, x, k32(std::countr_zero(u)));
       if ((u & 0xFFFFu) == 0)
