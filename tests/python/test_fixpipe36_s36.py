@@ -100,3 +100,66 @@ def test_the_clear_that_stands_is_one_zero_gemm():
     assert f"Mmad(c, c_zero_a_l0, c_zero_b_l0, tw_p);  // line {clear}" in before, before
     assert before.count("InitConstValue(c_zero_") == 2, before
     assert loop.count("Mmad(") == 1 and "cmatrixInitVal = false" in loop and "cmatrixInitVal = true" not in loop
+
+
+# ------------------------------------------------------------------------------------ Fixpipe L0C -> L1
+@tw.jit(out_idx=[-1])
+def chain(M, K, N, P_, dt):
+    """o = round_dt(a @ b) @ c: the float32 result `s` copied into the next gemm's 16-bit operand `ssh`."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dt), B: T.Tensor((K, N), dt), Cm: T.Tensor((N, P_), dt),
+             O: T.Tensor((M, P_), "float32")):
+        with T.Kernel(1) as _:
+            a = T.alloc_shared((M, K), dt)
+            b = T.alloc_shared((K, N), dt)
+            cm = T.alloc_shared((N, P_), dt)
+            s = T.alloc_fragment((M, N), "float32")
+            ssh = T.alloc_shared((M, N), dt)
+            o = T.alloc_fragment((M, P_), "float32")
+            T.copy(A[0, 0], a)
+            T.copy(B[0, 0], b)
+            T.copy(Cm[0, 0], cm)
+            T.clear(s)
+            T.gemm(a, b, s)
+            T.copy(s, ssh)
+            T.clear(o)
+            T.gemm(ssh, cm, o)
+            T.copy(o, O[0, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape, cube", [((16, 32, 16, 16), True), ((32, 16, 48, 32), True),
+                                         ((20, 16, 16, 16), False), ((16, 16, 24, 16), False)])
+def test_accumulator_into_operand(dt, shape, cube):
+    """Whole 16 x 16 fractals: one Fixpipe L0C -> L1 on the Cube (CFG_NZ, F322F16 / F322BF16), no hand-off to the
+    vector core; other shapes keep the hand-off (a partial fractal would leave the operand's padding to the
+    accumulator's). Exact values: a @ b of small integers and halves rounds exactly to dt only where it fits, so
+    the reference rounds it to dt as the copy does; o equals it exactly (checker on), and cpu agrees for one shape."""
+    M, K, N, P_ = shape
+    rng = np.random.default_rng(5)
+    npdt = tw.testing.np_dtype(dt)
+    a = (rng.integers(-3, 4, (M, K)) / 2.0).astype(npdt)
+    b = (rng.integers(-3, 4, (K, N)) / 2.0).astype(npdt)
+    c = (rng.integers(-3, 4, (N, P_)) / 2.0).astype(npdt)
+    s = (P.f64(a) @ P.f64(b)).astype(npdt)
+    ref = P.f64(s) @ P.f64(c)
+    k = chain(M, K, N, P_, dt, target=TARGET)
+    src = k.get_source("ascendc")
+    fix = f"Fixpipe<{'half' if dt == 'float16' else 'bfloat16_t'}, float, CFG_NZ>(ssh"
+    assert (fix in src) == cube and ("CrossCoreSetFlag" in src) != cube, src
+    np.testing.assert_array_equal(P.f64(run_checked(k, a, b, c)), ref)
+    if shape == (16, 32, 16, 16) and dt == "float16":
+        np.testing.assert_array_equal(P.f64(chain(M, K, N, P_, dt)(a, b, c)), ref)
+
+
+def test_linear_attention_state_stays_on_the_cube():
+    """port35 F2's linear form: the state st is only gemm'd and copied, so its copy into the operand is one Fixpipe
+    L0C -> L1 per chunk and the state never crosses to the vector core; RetNet's state is scaled by vector code,
+    so its copy stays a hand-off."""
+    lin = P.chunked_linear_attn(2, 37, 16, "float16", "linear", target=TARGET)
+    ret = P.chunked_linear_attn(2, 37, 16, "float16", "retnet", target=TARGET)
+    assert lin.get_source("ascendc").count("CFG_NZ>(stsh") == 1
+    assert lin.get_source("ascend_program").count("FixpipeL1 ") == 1
+    assert "FixpipeL1 " not in ret.get_source("ascend_program")
