@@ -163,3 +163,38 @@ def test_linear_attention_state_stays_on_the_cube():
     assert lin.get_source("ascendc").count("CFG_NZ>(stsh") == 1
     assert lin.get_source("ascend_program").count("FixpipeL1 ") == 1
     assert "FixpipeL1 " not in ret.get_source("ascend_program")
+
+
+@tw.jit(out_idx=[-1])
+def cleared_operand_then_fixpipe(dt="float16"):
+    """The operand is cleared (InitConstValue, MTE2) before the Fixpipe L0C -> L1 writes it (FIX)."""
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), dt), O: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1) as _:
+            a = T.alloc_shared((16, 16), dt)
+            s = T.alloc_fragment((16, 16), "float32")
+            ssh = T.alloc_shared((16, 16), dt)
+            o = T.alloc_fragment((16, 16), "float32")
+            T.clear(ssh)
+            T.copy(A[0, 0], a)
+            T.clear(s)
+            T.gemm(a, a, s)
+            T.copy(s, ssh)
+            T.clear(o)
+            T.gemm(ssh, a, o)
+            T.copy(o, O[0, 0])
+
+    return main
+
+
+def test_mte2_write_then_fixpipe_is_relayed_through_mte1():
+    """The AIC has no MTE2 -> FIX flag pair: insert_sync orders the clear before the Fixpipe through MTE1
+    (MTE2 -> MTE1, MTE1 -> FIX); the checker finds no race and the result is exact."""
+    k = cleared_operand_then_fixpipe(target=TARGET)
+    src = k.get_source("ascendc")
+    fix = src.index("Fixpipe<half, float, CFG_NZ>(ssh")
+    before = src[src.index("InitConstValue(ssh"):fix]
+    assert "MTE2_FIX" not in src and "WaitFlag<HardEvent::MTE1_FIX>" in before, before
+    a = (np.random.default_rng(0).integers(-3, 4, (16, 16)) / 2).astype(np.float16)
+    s = (P.f64(a) @ P.f64(a)).astype(np.float16)
+    np.testing.assert_array_equal(P.f64(run_checked(k, a)), P.f64(s) @ P.f64(a))
