@@ -2,6 +2,7 @@
 #include "target/ascend/pass_util.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/functor.h"
 #include "ir/printer.h"
@@ -41,6 +42,7 @@ class Expander {
   Expander(const ir::Kernel& k, const target::Target& t) : k_(k), hw_(t.ascend) {}
 
   ir::Kernel run() {
+    find_read_clears(k_->body);
     Stmt body = visit(k_->body);
     return std::make_shared<ir::KernelNode>(k_->name, k_->params, k_->block_vars, k_->grid, body, k_->span,
                                             k_->sub_block_var);
@@ -104,17 +106,11 @@ class Expander {
           throw ir::Error("fill of the gemm accumulator '" + f->dst.buffer->name + "' with " + ir::print(f->value) +
                               ": on Ascend an accumulator (L0C) can only start from zero",
                           s->span, "clear it (T.clear) and add the value in a vector epilogue");
+        if (read_clears_.count(f)) return clear_now(f->dst, s->span);
         pending_[f->dst.buffer.get()] = {loops_.size(), ifs_};
         return nullptr;
       }
-      case ir::StmtKind::Copy: {
-        auto* c = ir::as<ir::CopyNode>(s);
-        if (pending_.count(c->src.buffer.get()))
-          throw ir::Error("the accumulator '" + c->src.buffer->name + "' is read before any gemm wrote it", s->span,
-                          "on Ascend a cleared accumulator only becomes zero through its first gemm; make sure a "
-                          "gemm runs before the copy (a loop with at least one iteration)");
-        return s;
-      }
+      case ir::StmtKind::Copy: return s;  // a cleared accumulator it reads was cleared in place (find_read_clears)
       case ir::StmtKind::Gemm: return expand(ir::as<ir::GemmNode>(s), s->span);
       case ir::StmtKind::Let:
       case ir::StmtKind::Store:
@@ -330,6 +326,45 @@ class Expander {
     return seq(std::move(out), z.span);
   }
 
+  // The clears of accumulators that a copy reads before any gemm wrote them, in program order (a
+  // state cleared before a loop and handed to the vector code or a gemm operand at the top of each
+  // iteration, port35 F2): such a clear cannot wait for the first gemm (the copy would read
+  // whatever L0C held), so it runs where it stands, as a gemm of zero tiles (clear_now). Also the
+  // operand dtype of a gemm into each accumulator, for that zero gemm.
+  void find_read_clears(const Stmt& body) {
+    std::unordered_map<const ir::BufferNode*, const ir::FillNode*> last;  // cleared, no gemm since
+    ir::for_each_stmt(body, [&](const Stmt& x) {
+      if (x->kind == ir::StmtKind::Fill) {
+        auto* f = ir::as<ir::FillNode>(x);
+        if (f->dst.buffer->scope == Scope::L0C) last[f->dst.buffer.get()] = f;
+      } else if (x->kind == ir::StmtKind::Gemm) {
+        auto* g = ir::as<ir::GemmNode>(x);
+        last.erase(g->c.buffer.get());
+        operand_dtype_.emplace(g->c.buffer.get(), g->a.buffer->dtype);
+      } else if (x->kind == ir::StmtKind::Copy) {
+        auto it = last.find(ir::as<ir::CopyNode>(x)->src.buffer.get());
+        if (it != last.end()) read_clears_.insert(it->second);
+      }
+    });
+  }
+
+  // A clear of the accumulator window `c` that runs where it stands: the zero gemm (Mmad with
+  // init of zero operands), L0C's only write.
+  Stmt clear_now(const ir::Region& c, const ir::Span& sp) {
+    auto ext = [&](size_t from_end) -> int64_t {
+      auto e = c.extents.size() >= from_end ? ir::as_const_int(c.extents[c.extents.size() - from_end]) : std::nullopt;
+      if (!e)
+        throw ir::Error("the accumulator window " + ir::print(c) + " is cleared and read before any gemm wrote it, " +
+                            "and its extents are not constants",
+                        sp, "clear the whole accumulator (T.clear of the fragment)");
+      return *e;
+    };
+    auto t = operand_dtype_.find(c.buffer.get());
+    ir::DType dt = t != operand_dtype_.end() ? t->second
+                   : c.buffer->dtype.is_float() ? ir::DType(ir::DTypeCode::f16) : ir::DType(ir::DTypeCode::i8);
+    return zero_gemm({loops_.size(), nullptr, c, dt, ext(2), ext(1), sp});
+  }
+
   // A gemm whose operands are not L1 / L1 / L0C: an internal error (no fallback; global operands
   // were staged by stage_gemm_operands).
   [[noreturn]] static void reject_placement(const ir::GemmNode* g, const ir::Span& sp) {
@@ -347,6 +382,8 @@ class Expander {
   int counter_ = 0;
   std::unordered_map<const ir::BufferNode*, Pending> pending_;
   std::vector<ZeroGuard> zero_guards_;
+  std::unordered_set<const ir::FillNode*> read_clears_;
+  std::unordered_map<const ir::BufferNode*, ir::DType> operand_dtype_;
 };
 
 }  // namespace
