@@ -5,10 +5,11 @@
 // machine may be shared); prints the median and min per variant, its ratio to the first variant
 // (median of the per-round ratios) and the copy's time over its, and checks that every variant's
 // output equals the first one's bit for bit (the header changes it compares must not change a
-// result). The inputs are normal(0, 2) from a fixed generator. With TW_AB_PEAKS naming bench/peaks.cpp's
-// library (bench/run.py build_peaks), the copy is its copy probe of the same bytes instead
-// (tw_copy_probe_run, 1 thread: issue 16's "% of measured copy bandwidth"), and every time is the
-// process's CPU time (the probe's pass runs on its team's thread).
+// result). The inputs are normal(0, 2) from a fixed generator. Every tensor is on 2 MiB pages, 16 B
+// into the first (numpy's layout, which the bench's arrays have; -DAB_OFFSET=0: page-aligned). With
+// TW_AB_PEAKS naming bench/peaks.cpp's library (bench/run.py build_peaks), the copy is its copy probe
+// of the same bytes instead (tw_copy_probe_run, 1 thread: issue 16's "% of measured copy bandwidth"),
+// and every time is the process's CPU time (the probe's pass runs on its team's thread).
 //
 //   TW_DUMP_IR=/tmp/d TW_CPU_ARCH=x86-64-v3 python -c '...compile the kernel...'   # its NN_codegen.cpp
 //   g++ -O3 -march=x86-64-v3 -std=c++20 -fPIC -shared -I<include> k.cpp -o old.so    # (the flags of
@@ -19,6 +20,7 @@
 //   ./ab 8192 33554432,33554432 9 old.so new.so         # softmax 8192 x 4096: shape vars, tensor sizes
 //   ./ab - 2097152,2097152,2097152,2097152 9 a.so b.so   # flash attention 1 x 8 x 2048 x 128: no shape vars
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,10 @@
 #include <cmath>
 #include <string>
 #include <vector>
+
+#ifndef AB_OFFSET
+#define AB_OFFSET 16
+#endif
 
 typedef struct TwArgs {
   void* const* params;
@@ -48,6 +54,21 @@ static double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The tensors as numpy holds large arrays (bench/run.py's): on 2 MiB pages (madvise; with transparent
+// huge pages in "madvise" mode an unadvised array stays on 4 KiB pages, and the kernels read 1.4-1.9x
+// slower from memory than on numpy's arrays: docs/performance.md, session 36), kOffset bytes into
+// the first page (numpy's data offset).
+static const size_t kOffset = AB_OFFSET;
+static float* alloc_big(size_t bytes) {
+  const size_t huge = size_t(1) << 21, all = (kOffset + bytes + huge - 1) / huge * huge;
+  char* p = (char*)aligned_alloc(huge, all);
+  if (!p) return nullptr;
+#if defined(MADV_HUGEPAGE)
+  madvise(p, all, MADV_HUGEPAGE);
+#endif
+  return (float*)(p + kOffset);
+}
+
 static std::vector<int64_t> ints(const char* s) {
   std::vector<int64_t> v;
   for (char* e; *s && *s != '-'; s = *e ? e + 1 : e) v.push_back(strtoll(s, &e, 10));
@@ -64,7 +85,7 @@ int main(int argc, char** argv) {
   std::vector<float*> in;
   uint64_t s = 1;
   for (size_t k = 0; k + 1 < sizes.size(); ++k) {
-    float* x = (float*)aligned_alloc(1 << 21, ((size_t)sizes[k] * 4 + (1 << 21) - 1) & ~(size_t)((1 << 21) - 1));
+    float* x = alloc_big((size_t)sizes[k] * 4);
     for (int64_t i = 0; i < sizes[k]; i += 2) {  // normal(0, 2) by Box-Muller from a fixed LCG
       auto u = [&] { s = s * 6364136223846793005ull + 1442695040888963407ull; return ((s >> 11) + 0.5) * 0x1p-53; };
       const double r = std::sqrt(-2 * std::log(u())), a = 2 * M_PI * u();
@@ -88,7 +109,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     Lib l{argv[k], (grid_fn)dlsym(h, "tw_grid"), (block_fn)dlsym(h, "tw_block"),
-          (float*)aligned_alloc(1 << 21, (n * 4 + (1 << 21) - 1) & ~(size_t)((1 << 21) - 1))};
+          alloc_big(n * 4)};
     if (!l.grid || !l.block) {
       fprintf(stderr, "%s: no tw_grid / tw_block\n", argv[k]);
       return 1;

@@ -2170,5 +2170,38 @@ TEST(AscendSimApiRules, CrossCoreMode1NeedsAMixedKernel) {
   EXPECT_EQ(rep->instrs.at(0).span.line, 76);
 }
 
+// Fixpipe L0C -> L1 (FixpipeL1, session 36): Mmad, then the converted tile into L1, then LoadData of it
+// into L0A. The FIX -> MTE1 flag orders the load after the move (without it: a race); the dav_c220
+// L0C -> L1 rules (nSize a multiple of 16, quantPre F322F16 / F322BF16) are API reports at the call's line.
+TEST(AscendSimFixpipeL1, OrderedByFixMte1AndItsRules) {
+  struct Case { bool flag; int64_t n; QuantMode q; const char* what; };
+  for (const Case& k : {Case{true, 16, QuantMode::F322F16, nullptr}, Case{true, 16, QuantMode::F322BF16, nullptr},
+                        Case{false, 16, QuantMode::F322F16, "race"},
+                        Case{true, 24, QuantMode::F322F16, "nSize is a multiple of 16"},
+                        Case{true, 16, QuantMode::NoQuant, "only F322F16 / F322BF16"}}) {
+    CubeRig r;
+    r.b.emit(r.mmad(16, 16, true), 100);
+    r.b.set(Pipe::M, Pipe::FIX, C(0), 101);
+    r.b.wait(Pipe::M, Pipe::FIX, C(0), 101);
+    ir::DTypeCode to = k.q == QuantMode::F322BF16 ? DTypeCode::bf16 : DTypeCode::f16;
+    r.b.emit(FixpipeL1{at(r.c0), at(r.l1), DTypeCode::f32, to, C(k.n), C(16), C(16), C(16), k.q}, 102);
+    if (k.flag) {
+      r.b.set(Pipe::FIX, Pipe::MTE1, C(0), 102);
+      r.b.wait(Pipe::FIX, Pipe::MTE1, C(0), 103);
+    }
+    r.b.emit(LoadL0{at(r.l1), at(r.a0), to, C(16), C(0), C(0), C(16), C(16), false}, 103);
+    auto res = r.run();
+    if (!k.what) {
+      EXPECT_TRUE(res.reports.empty()) << res.summary();
+    } else if (std::string(k.what) == "race") {
+      EXPECT_TRUE(res.has(sim::ReportKind::Race)) << res.summary();
+    } else {
+      const sim::Report* rep = api_report(res, k.what);
+      ASSERT_NE(rep, nullptr) << res.summary();
+      EXPECT_EQ(rep->instrs.at(0).span.line, 102) << rep->format();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tw::ascend

@@ -346,6 +346,7 @@ Program all_kinds_program() {
       ins(SetFlag{Pipe::M, Pipe::FIX, I(0)}, 85),
       ins(WaitFlag{Pipe::M, Pipe::FIX, I(0)}, 86),
       ins(Fixpipe{at(lc), gm(-1, I(0)), DTypeCode::f32, DTypeCode::f32, I(64), I(64), I(64), I(64), true}, 86),
+      ins(FixpipeL1{at(lc), at(l1), DTypeCode::f32, DTypeCode::f16, I(64), I(64), I(64), I(64), QuantMode::F322F16}, 86),
       ins(CrossCoreSetFlag{2, Pipe::FIX, I(3)}, 86),
       ins(PipeBarrier{Pipe::ALL}, 87),
   });
@@ -444,7 +445,7 @@ TEST(AscendCPrinter, EveryInstrKindHasAnEmitter) {
   std::string k;
   ASSERT_NO_THROW(k = print_ascendc_kernel(p));
   for (const char* call : {"DataCopy(", "DataCopyPad(", "InitConstValue(", "LoadData(", "Mmad(", "Fixpipe<", "Max(",
-                           "Muls(", "Rsqrt(", "Cast(", "Duplicate(", "WholeReduceMin(", "Add(", "Brcb(", "SetFlag<",
+                           "Muls(", "Rsqrt(", "Cast(", "Duplicate(", "Fixpipe<half, float, CFG_NZ>(", "WholeReduceMin(", "Add(", "Brcb(", "SetFlag<",
                            "Gather(u1[256], u0, u2.ReinterpretCast<uint32_t>(), static_cast<uint32_t>(0), static_cast<uint32_t>(64));",
                            "WaitFlag<", "PipeBarrier<PIPE_ALL>", "CrossCoreSetFlag<2, PIPE_FIX>(3)",
                            "CrossCoreWaitFlag<2, PIPE_MTE2>(3)", "SetAtomicAdd<float>();", "SetAtomicNone();", "for (int32_t tw_r_ = 0; tw_r_ < 2; ++tw_r_)",

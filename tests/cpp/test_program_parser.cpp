@@ -229,7 +229,7 @@ class RandomProgram {
   Pipe pipe() { return static_cast<Pipe>(pick(7)); }
 
   InstrOp cube() {
-    switch (pick(12)) {
+    switch (pick(13)) {
       case 0: return CopyGmToL1{gm(), loc(true), dt(), expr(), expr(), expr(), expr(), expr(), pick(2) ? DTypeCode::f16 : DTypeCode::f32,
                                 pick(2) ? expr() : nullptr};  // window_rows: a window of rows, or the whole tile
       case 1: return LoadL0{loc(true), loc(true), dt(), expr(), expr(), expr(), expr(), expr(), pick(2) == 0};
@@ -247,6 +247,7 @@ class RandomProgram {
       case 8: return FixpipeV220{loc(true), gm(), dt(), dt(), expr(), expr(), expr(), expr(), static_cast<QuantMode>(pick(3)), pick(2) == 0, expr()};
       case 9: return SetFlag{Pipe::MTE2, Pipe::MTE1, expr()};
       case 10: return CrossCoreSetFlag{pick(3), pipe(), expr()};
+      case 11: return FixpipeL1{loc(true), loc(true), dt(), dt(), expr(), expr(), expr(), expr(), static_cast<QuantMode>(pick(3))};
       default: return PipeBarrier{static_cast<Pipe>(pick(8))};
     }
   }

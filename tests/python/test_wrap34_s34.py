@@ -143,7 +143,8 @@ def _int64_nested(X: T.Tensor((N,), "int32"), c: T.int64, Y: T.Tensor((N,), "int
         y = T.alloc_fragment((N,), "int32")
         T.copy(X, x)
         for j in T.Parallel(N):
-            y[j] = (x[j] + c) * 3  # two int64 operations: still the located error
+            y[j] = T.max(x[j] * c, 5)  # two int64 operations, a max of the int64 product: still the located error
+            # (`(x[j] + c) * 3`, this test's form until session 36, runs: + - * & | ^ of such values, hunt36 F4)
         T.copy(y, Y)
 
 

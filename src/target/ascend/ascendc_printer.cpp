@@ -395,6 +395,7 @@ class KernelPrinter {
   void emit(const LoadData2D& c);
   void emit(const LoadData3DV2& c);
   void emit(const FixpipeV220& c);
+  void emit(const FixpipeL1& c);
   void emit(const VecCallL2& c);
   void emit(const VecCallL0& c);
   void emit(const WholeReduce& c);
@@ -656,6 +657,17 @@ void KernelPrinter::emit(const FixpipeV220& c) {
                   {"ndNum", ex(c.ndNum)}},
               "Fixpipe<" + ctype(c.dst_dtype, span_) + ", " + ctype(c.src_dtype, span_) + ", CFG_ROW_MAJOR>(" +
                   gm(c.dst, c.dst_dtype) + ", " + loc(c.src, c.src_dtype) + ", tw_p);");
+}
+
+void KernelPrinter::emit(const FixpipeL1& c) {
+  params_call("FixpipeParamsV220", {
+                  {"nSize", ex(c.nSize)},
+                  {"mSize", ex(c.mSize)},
+                  {"srcStride", ex(c.srcStride)},
+                  {"dstStride", ex(c.dstStride)},
+                  {"quantPre", "QuantMode_t::" + std::string(quant_mode_name(c.quantPre))}},
+              "Fixpipe<" + ctype(c.dst_dtype, span_) + ", " + ctype(c.src_dtype, span_) + ", CFG_NZ>(" +
+                  loc(c.dst, c.dst_dtype) + ", " + loc(c.src, c.src_dtype) + ", tw_p);");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 #include "target/ascend/expand_gemm.h"
 #include "target/ascend/pass_util.h"
 
+#include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/functor.h"
 #include "ir/printer.h"
@@ -41,6 +43,7 @@ class Expander {
   Expander(const ir::Kernel& k, const target::Target& t) : k_(k), hw_(t.ascend) {}
 
   ir::Kernel run() {
+    find_read_clears(k_->body);
     Stmt body = visit(k_->body);
     return std::make_shared<ir::KernelNode>(k_->name, k_->params, k_->block_vars, k_->grid, body, k_->span,
                                             k_->sub_block_var);
@@ -108,33 +111,16 @@ class Expander {
                           s->span, "clear it (T.clear) and add the value in a vector epilogue");
         // review36 R2: a clear after a gemm into the accumulator inside an enclosing loop (`gemm; copy out;
         // clear` in one body) is next reached by that gemm in the next iteration, already expanded: it
-        // cannot wait for a gemm, so it runs where it stands (the zero gemm), else that iteration added to
-        // the previous one's result
-        for (const auto& g : gemmed_)
-          if (auto it = g.find(f->dst.buffer.get()); it != g.end()) {
-            auto ext = [&](size_t from_end) -> int64_t {
-              const auto& e = f->dst.extents;
-              auto c = e.size() >= from_end ? ir::as_const_int(e[e.size() - from_end]) : std::nullopt;
-              if (!c)
-                throw ir::Error("the accumulator window " + ir::print(f->dst) + " is cleared after a gemm into it in "
-                                    "the same loop, and its extents are not constants",
-                                s->span, "clear the whole accumulator (T.clear of the fragment)");
-              return *c;
-            };
-            pending_.erase(f->dst.buffer.get());
-            return zero_gemm({loops_.size(), nullptr, f->dst, it->second, ext(2), ext(1), s->span});
-          }
+        // cannot wait for a gemm either, else that iteration added to the previous one's result
+        if (read_clears_.count(f) ||
+            std::any_of(gemmed_.begin(), gemmed_.end(), [&](const auto& g) { return g.count(f->dst.buffer.get()); })) {
+          pending_.erase(f->dst.buffer.get());
+          return clear_now(f->dst, s->span);
+        }
         pending_[f->dst.buffer.get()] = {loops_.size(), ifs_};
         return nullptr;
       }
-      case ir::StmtKind::Copy: {
-        auto* c = ir::as<ir::CopyNode>(s);
-        if (pending_.count(c->src.buffer.get()))
-          throw ir::Error("the accumulator '" + c->src.buffer->name + "' is read before any gemm wrote it", s->span,
-                          "on Ascend a cleared accumulator only becomes zero through its first gemm; make sure a "
-                          "gemm runs before the copy (a loop with at least one iteration)");
-        return s;
-      }
+      case ir::StmtKind::Copy: return s;  // a cleared accumulator it reads was cleared in place (find_read_clears)
       case ir::StmtKind::Gemm: return expand(ir::as<ir::GemmNode>(s), s->span);
       case ir::StmtKind::Let:
       case ir::StmtKind::Store:
@@ -212,7 +198,7 @@ class Expander {
     Buffer a0 = ir::buffer(A->name + "_l0" + sfx, t, g->trans_a ? shape(kp, Mp) : shape(Mp, kp), Scope::L0A, sp);
     Buffer b0 = ir::buffer(B->name + "_l0" + sfx, t, g->trans_b ? shape(Np, kp) : shape(kp, Np), Scope::L0B, sp);
 
-    for (auto& gm : gemmed_) gm.emplace(Cb.get(), t);  // (review36 R2)
+    for (auto& gm : gemmed_) gm.insert(Cb.get());  // (review36 R2)
     // init condition of the first step
     Expr init;
     auto it = pending_.find(Cb.get());
@@ -351,6 +337,45 @@ class Expander {
     return seq(std::move(out), z.span);
   }
 
+  // The clears of accumulators that a copy reads before any gemm wrote them, in program order (a
+  // state cleared before a loop and handed to the vector code or a gemm operand at the top of each
+  // iteration, port35 F2): such a clear cannot wait for the first gemm (the copy would read
+  // whatever L0C held), so it runs where it stands, as a gemm of zero tiles (clear_now). Also the
+  // operand dtype of a gemm into each accumulator, for that zero gemm.
+  void find_read_clears(const Stmt& body) {
+    std::unordered_map<const ir::BufferNode*, const ir::FillNode*> last;  // cleared, no gemm since
+    ir::for_each_stmt(body, [&](const Stmt& x) {
+      if (x->kind == ir::StmtKind::Fill) {
+        auto* f = ir::as<ir::FillNode>(x);
+        if (f->dst.buffer->scope == Scope::L0C) last[f->dst.buffer.get()] = f;
+      } else if (x->kind == ir::StmtKind::Gemm) {
+        auto* g = ir::as<ir::GemmNode>(x);
+        last.erase(g->c.buffer.get());
+        operand_dtype_.emplace(g->c.buffer.get(), g->a.buffer->dtype);
+      } else if (x->kind == ir::StmtKind::Copy) {
+        auto it = last.find(ir::as<ir::CopyNode>(x)->src.buffer.get());
+        if (it != last.end()) read_clears_.insert(it->second);
+      }
+    });
+  }
+
+  // A clear of the accumulator window `c` that runs where it stands: the zero gemm (Mmad with
+  // init of zero operands), L0C's only write.
+  Stmt clear_now(const ir::Region& c, const ir::Span& sp) {
+    auto ext = [&](size_t from_end) -> int64_t {
+      auto e = c.extents.size() >= from_end ? ir::as_const_int(c.extents[c.extents.size() - from_end]) : std::nullopt;
+      if (!e)
+        throw ir::Error("the accumulator window " + ir::print(c) + " is cleared where no gemm can clear it (read " +
+                            "before any gemm wrote it, or after a gemm of the same loop), and its extents are not constants",
+                        sp, "clear the whole accumulator (T.clear of the fragment)");
+      return *e;
+    };
+    auto t = operand_dtype_.find(c.buffer.get());
+    ir::DType dt = t != operand_dtype_.end() ? t->second
+                   : c.buffer->dtype.is_float() ? ir::DType(ir::DTypeCode::f16) : ir::DType(ir::DTypeCode::i8);
+    return zero_gemm({loops_.size(), nullptr, c, dt, ext(2), ext(1), sp});
+  }
+
   // A gemm whose operands are not L1 / L1 / L0C: an internal error (no fallback; global operands
   // were staged by stage_gemm_operands).
   [[noreturn]] static void reject_placement(const ir::GemmNode* g, const ir::Span& sp) {
@@ -368,8 +393,10 @@ class Expander {
   int counter_ = 0;
   std::unordered_map<const ir::BufferNode*, Pending> pending_;
   std::vector<ZeroGuard> zero_guards_;
-  // per open loop (loops_), the accumulators a gemm in its body wrote so far, with the operands' dtype
-  std::vector<std::unordered_map<const ir::BufferNode*, ir::DType>> gemmed_;
+  std::unordered_set<const ir::FillNode*> read_clears_;
+  std::unordered_map<const ir::BufferNode*, ir::DType> operand_dtype_;
+  // per open loop (loops_), the accumulators a gemm in its body wrote so far (review36 R2)
+  std::vector<std::unordered_set<const ir::BufferNode*>> gemmed_;
 };
 
 }  // namespace

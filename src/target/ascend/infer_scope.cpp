@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "ir/functor.h"
 
@@ -13,6 +14,25 @@ using ir::Buffer;
 using ir::Scope;
 
 enum Role : unsigned { kOperand = 1, kAccumulator = 2, kVector = 4 };
+
+// A copy from a gemm accumulator into a gemm operand that the Cube's Fixpipe L0C -> L1 does (program.h
+// FixpipeL1; docs/ascend.md "Session 36"): float32 -> float16 / bfloat16 (quantPre F322F16 / F322BF16;
+// into L1 there is no float32 -> float32), 2-D tiles, windows of whole 16 x 16 fractals at constant
+// starts (a partial fractal would leave the operand's padding rows / columns, which a gemm's K reads,
+// to the accumulator's padding).
+bool fixpipe_to_l1(const ir::CopyNode& c) {
+  ir::DType from = c.src.buffer->dtype, to = c.dst.buffer->dtype;
+  if (from != ir::DType(ir::DTypeCode::f32) || (to != ir::DType(ir::DTypeCode::f16) && to != ir::DType(ir::DTypeCode::bf16)))
+    return false;
+  for (const ir::Region* r : {&c.src, &c.dst}) {
+    if (r->buffer->shape.size() != 2 || r->starts.size() != 2) return false;
+    for (size_t i = 0; i < 2; ++i) {
+      auto s = ir::as_const_int(r->starts[i]), e = ir::as_const_int(r->extents[i]);
+      if (!s || !e || *s % 16 || *e % 16) return false;
+    }
+  }
+  return true;
+}
 
 bool portable(const Buffer& b) { return b->scope == Scope::shared || b->scope == Scope::fragment; }
 
@@ -118,7 +138,7 @@ ir::Kernel infer_scope(const ir::Kernel& kernel, const target::Target&) {
   Roles roles;
   roles.visit(kernel->body);
   // A copy from a gemm result that only the Cube uses into a gemm operand (`T.copy(s, p)`, then
-  // `T.gemm(p, ...)`): the 910B program has no L0C -> L1 move, so both tiles get the vector role
+  // `T.gemm(p, ...)`) that Fixpipe L0C -> L1 cannot do (below): both tiles get the vector role
   // too and the copy runs on the Vector core between two hand-offs (L0C -> GM -> UB, UB -> GM ->
   // L1), as a T.Parallel copy would. (A result the vector code also uses is already on both
   // units: split_cube_vector hands it to the operand from UB, flash attention's P.)
@@ -129,10 +149,29 @@ ir::Kernel infer_scope(const ir::Kernel& kernel, const target::Target&) {
   // A copy from a vector tile into a gemm operand only the Cube uses (`T.copy(p32, p)`, p32 the
   // softmax's float32 weights): the operand gets the vector role, and the copy runs on the Vector
   // core before the operand's hand-off (UB -> GM -> L1).
+  // A copy from a gemm result that only the Cube uses into a gemm operand only the Cube uses, of
+  // whole fractals from float32 to a 16-bit type (fixpipe_to_l1), whose tiles no other copy
+  // touches: both stay on the Cube and the copy is the Cube's Fixpipe L0C -> L1 (session 36). The
+  // rules above apply to every other copy.
+  std::vector<const ir::CopyNode*> copies;
+  std::unordered_map<const ir::BufferNode*, int> in_copies;
   ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
     if (s->kind != ir::StmtKind::Copy) return;
     auto* c = ir::as<ir::CopyNode>(s);
     if (!portable(c->src.buffer) || !portable(c->dst.buffer)) return;
+    copies.push_back(c);
+    ++in_copies[c->src.buffer.get()];
+    ++in_copies[c->dst.buffer.get()];
+  });
+  auto on_cube = [&](const ir::CopyNode* c) {
+    auto role = [&](const Buffer& b) { auto it = roles.role.find(b.get()); return it == roles.role.end() ? 0u : it->second; };
+    return role(c->src.buffer) == kAccumulator && role(c->dst.buffer) == kOperand && in_copies[c->src.buffer.get()] == 1 &&
+           in_copies[c->dst.buffer.get()] == 1 && fixpipe_to_l1(*c);
+  };
+  std::vector<const ir::CopyNode*> rest;
+  for (const ir::CopyNode* c : copies)
+    if (!on_cube(c)) rest.push_back(c);
+  for (const ir::CopyNode* c : rest) {
     unsigned& src = roles.role[c->src.buffer.get()];
     unsigned& dst = roles.role[c->dst.buffer.get()];
     if (src == kAccumulator) {
@@ -141,7 +180,7 @@ ir::Kernel infer_scope(const ir::Kernel& kernel, const target::Target&) {
     } else if ((src == kVector || src == 0) && dst == kOperand) {
       dst |= kVector;
     }
-  });
+  }
   Used uses;
   uses.visit(kernel->body);
   Rescope m(roles, uses);

@@ -2405,8 +2405,30 @@ std::optional<int> MapLowering::int64_operand(DType t, const Expr& v) {
   };
   const Expr xa = data32(b->a), xb = data32(b->b);
   const bool sa = is_scalar(b->a) && b->a->dtype.is_int(), sb = is_scalar(b->b) && b->b->dtype.is_int();
-  if (!((xa && sb) || (sa && xb))) return std::nullopt;
   const Span& sp = v->span;
+  // hunt36 F4: + - * & | ^ of such values (`x * c + 7`, `(x ^ c) * c + x`): the int32 result modulo 2^32 takes
+  // each operand modulo 2^32 (this form one level down, int32 tile data, a scalar wrapped on the scalar unit)
+  auto ring = [](const Expr& o) {
+    if (o->kind != ir::ExprKind::Binary) return false;
+    const ir::BinOp op = as<ir::BinaryNode>(o)->op;
+    return op == ir::BinOp::Add || op == ir::BinOp::Sub || op == ir::BinOp::Mul || op == ir::BinOp::BitAnd ||
+           op == ir::BinOp::BitOr || op == ir::BinOp::BitXor;
+  };
+  auto nested = [&](const Expr& o) { return o->dtype == DType(DTypeCode::i64) && !is_scalar(o) && ring(o); };
+  if (ring(v) && (nested(b->a) || nested(b->b))) {
+    auto operand = [&](const Expr& o) -> std::optional<int> {
+      if (nested(o)) return int64_operand(kI32, o);
+      if (const Expr x = data32(o)) return build(x);
+      if (is_scalar(o) && o->dtype.is_int()) return leaf_scalar(ir::cast(o, kI32, sp));
+      return std::nullopt;
+    };
+    const auto p = operand(b->a), q = operand(b->b);
+    if (!p || !q) return std::nullopt;
+    if (b->op == ir::BinOp::Mul) return wrapped_mul(*p, *q, sp);
+    if (b->op == ir::BinOp::Add || b->op == ir::BinOp::Sub) return wrapped_add(b->op, *p, *q, sp);
+    return bitwise(b->op, *p, *q, sp);
+  }
+  if (!((xa && sb) || (sa && xb))) return std::nullopt;
   const Expr c = sa ? b->a : b->b, c32 = ir::cast(c, kI32, sp);
   auto int32_form = [&]() { return build(ir::binary(b->op, xa ? xa : c32, xb ? xb : c32, sp)); };
   switch (b->op) {
@@ -3479,6 +3501,17 @@ int MapLowering::select_on(const Expr& c, int x, int y, const Span& sp) {
   if (bc && bc->op == ir::BinOp::Or) return select_on(first, x, select_on(second, x, y, sp), sp);
   if (c->kind == ir::ExprKind::Unary && as<ir::UnaryNode>(c)->op == ir::UnOp::Not)
     return select_on(as<ir::UnaryNode>(c)->a, y, x, sp);
+  // `p ^ q` (the front end's `p != q`) and `p == q` of two conditions (comparisons / logic, e.g. the index
+  // masks `(i < n) ^ (j < 5)`): nested selects on each, as `and` / `or` (a computed bool has no vector
+  // form; hunt36 F2); a bool tile element compared as its bytes stays below
+  auto condition = [](const Expr& e) {
+    return e->dtype == DType(DTypeCode::boolean) && (e->kind == ir::ExprKind::Binary || e->kind == ir::ExprKind::Unary);
+  };
+  if (bc && (bc->op == ir::BinOp::NE || bc->op == ir::BinOp::EQ) && condition(bc->a) && condition(bc->b)) {
+    const bool ne = bc->op == ir::BinOp::NE;
+    return select_on(first, select_on(second, ne ? y : x, ne ? x : y, sp), select_on(second, ne ? x : y, ne ? y : x, sp),
+                     sp);
+  }
   // an index condition: the index mask when the other value is a scalar; else (or for ==, !=)
   // compared like data, the loop indices as index vectors (CreateVecIndex)
   if (!has_load(c) && nodes_[y].shape == Shape::Scalar && mask_condition(c, vi(), vj())) return index_mask(x, c, nodes_[y].scalar, sp);
@@ -3920,10 +3953,10 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
   split(n.cond);
   Var ri = ir::var(L_.fresh("row"), ir::kIndexType, sp);  // the row index in bound expressions
   std::vector<std::pair<int64_t, Expr>> lows, highs;  // (coefficient of i, bound(i) expression)
-  auto bad = [&](const std::string& why) {
+  auto bad = [&](const std::string& why, const std::string& more = "") {
     fail("T.where condition " + ir::print(n.cond) + ": " + why, sp,
          "Ascend masks need conditions like j < n, i + r0 >= j + c0 (affine in the T.Parallel indices, the column index "
-         "with coefficient +-1), joined with 'and'");
+         "with coefficient +-1), joined with 'and'" + more);
   };
   for (const auto& c : cmps) {
     if (c->kind != ir::ExprKind::Binary) bad("not a comparison");
@@ -3956,7 +3989,10 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
         bad("only <, <=, >, >= comparisons and == of the column index (joined with 'and') become masks");
     }
     auto l = linearize(lhs, vi(), vj()), r = linearize(rhs, vi(), vj());
-    if (!l || !r) bad("not affine in the loop indices, or it reads tile data");
+    if (!l || !r)  // (hunt36 F5: a dropout's hash of the indices compared in place)
+      bad("not affine in the loop indices, or it reads tile data",
+          "; other arithmetic of the indices (a hash h = ((r0 + i) * N + j) * 1103515245 + seed) runs stored into an "
+          "int32 tile first: h[i, j] = ... in the map, then T.where((h[i, j] >> 8) & 255 < 128, ...)");
     int64_t ci = l->ci - r->ci, cj = l->cj - r->cj;
     Expr rest = sub(sub(l->rest, r->rest), C(adj));  // ci*i + cj*j + rest >= 0
     Expr irow = ci ? mul(C(ci), ri) : C(0);

@@ -88,7 +88,8 @@ Pipe pipe_of(const InstrOp& op) {
           [](const DataCopyNd2Nz&) { return Pipe::MTE2; }, [](const DataCopyPadGmToUb&) { return Pipe::MTE2; },
           [](const DataCopyPadUbToGm&) { return Pipe::MTE3; }, [](const DataCopyUbToUb&) { return Pipe::V; },
           [](const LoadData2D&) { return Pipe::MTE1; }, [](const LoadData3DV2&) { return Pipe::MTE1; },
-          [](const FixpipeV220&) { return Pipe::FIX; }, [](const VecBinary&) { return Pipe::V; },
+          [](const FixpipeV220&) { return Pipe::FIX; }, [](const FixpipeL1&) { return Pipe::FIX; },
+          [](const VecBinary&) { return Pipe::V; },
           [](const VecBinaryScalar&) { return Pipe::V; }, [](const VecUnary&) { return Pipe::V; },
           [](const VecCast&) { return Pipe::V; }, [](const VecDup&) { return Pipe::V; },
           [](const VecIndex&) { return Pipe::V; },
@@ -109,7 +110,7 @@ std::string_view instr_name(const InstrOp& op) {
   static constexpr std::string_view names[] = {
       "CopyGmToL1", "CopyGmToUb", "CopyUbToGm", "CopyUbToUb", "LoadL0", "Mmad", "Fixpipe",
       "InitConstValue", "DataCopyNd2Nz", "DataCopyPadGmToUb", "DataCopyPadUbToGm", "DataCopyUbToUb",
-      "LoadData2D", "LoadData3DV2", "FixpipeV220",
+      "LoadData2D", "LoadData3DV2", "FixpipeV220", "FixpipeL1",
       "VecBinary", "VecBinaryScalar", "VecUnary", "VecCast", "VecDup", "VecIndex", "VecReduce",
       "VecRowBroadcast", "VecSelect", "VecCallL2", "VecCallL0", "WholeReduce", "Brcb", "Gather", "ScalarLoad", "ScalarStore", "SetAtomic", "SetFlag", "WaitFlag", "PipeBarrier", "CrossCoreSetFlag", "CrossCoreWaitFlag"};
   return names[op.index()];

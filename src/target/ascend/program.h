@@ -386,6 +386,24 @@ struct FixpipeV220 {
   bool atomic = false;
 };
 
+// FIX. Fixpipe<dst_dtype, src_dtype, CFG_NZ>(dst L1, src L0C, FixpipeParamsV220{nSize, mSize,
+// srcStride, dstStride, quantPre}): L0C -> L1 (declared for arch 2201: asc-devkit
+// include/basic_api/kernel_operator_fixpipe_intf.h "L0C->L1"; dav_c220 fixpipe_v2_impl.h
+// CheckFixpipeL0C2L1Param / FixpipeL0cToL1). The Nz layout is kept (CFG_NZ; row-major is refused
+// into L1): nSize / 16 strips of 16 columns, mSize rows of each, the source strips srcStride rows
+// apart (the L0C strip height), the destination strips dstStride 32 B blocks apart; float32 ->
+// float16 / bfloat16 only (quantPre F322F16 / F322BF16: into L1 there is no NoQuant). nSize a
+// multiple of 16 in 16..4095, mSize 1..65535, the destination 32 B aligned, the source 64 B. An
+// L0C Nz float32 fractal converted element by element is the L1 Nz fractal of a 16-bit tile (C0 =
+// 16), so T.copy(accumulator, gemm operand) is one call. select_instructions makes it with the API's
+// fields (it is byte-level and call-level at once: select_move_calls leaves it).
+struct FixpipeL1 {
+  LocalRef src, dst;
+  ir::DType src_dtype, dst_dtype;
+  ir::Expr nSize, mSize, srcStride, dstStride;
+  QuantMode quantPre = QuantMode::F322F16;
+};
+
 // High-level vector instructions (pipe V) operate on rows x cols elements of 2-D UB operands; they
 // are what instruction selection (select_instructions) produces and what plan_memory and insert_sync
 // reason about. select_vector_calls then replaces each with the call-level instructions below
@@ -714,7 +732,7 @@ struct CrossCoreWaitFlag {
 
 using InstrOp = std::variant<CopyGmToL1, CopyGmToUb, CopyUbToGm, CopyUbToUb, LoadL0, Mmad, Fixpipe,
                              InitConstValue, DataCopyNd2Nz, DataCopyPadGmToUb, DataCopyPadUbToGm,
-                             DataCopyUbToUb, LoadData2D, LoadData3DV2, FixpipeV220,
+                             DataCopyUbToUb, LoadData2D, LoadData3DV2, FixpipeV220, FixpipeL1,
                              VecBinary, VecBinaryScalar, VecUnary, VecCast, VecDup, VecIndex, VecReduce,
                              VecRowBroadcast, VecSelect, VecCallL2, VecCallL0, WholeReduce, Brcb, Gather, ScalarLoad, ScalarStore, SetAtomic, SetFlag,
                              WaitFlag, PipeBarrier, CrossCoreSetFlag, CrossCoreWaitFlag>;

@@ -117,6 +117,11 @@ class Builder {
   void operator()(const LoadData2D& x) const { call_level(x); }
   void operator()(const LoadData3DV2& x) const { call_level(x); }
   void operator()(const FixpipeV220& x) const { call_level(x); }
+  void operator()(const FixpipeL1& x) const {  // mSize rows of nSize / 16 strips on both sides
+    Expr strips = arith::floordiv(x.nSize, K(16));
+    local(x.src, AccessMode::Read, strips, times(x.mSize, 16 * x.src_dtype.bytes()), times(x.srcStride, 16 * x.src_dtype.bytes()));
+    local(x.dst, AccessMode::Write, strips, times(x.mSize, 16 * x.dst_dtype.bytes()), times(x.dstStride, 32));
+  }
   void operator()(const VecBinary& x) const {
     vec(x.a, AccessMode::Read, x.rows, x.cols, x.dtype);
     vec(x.b, AccessMode::Read, x.rows, x.cols, x.dtype);

@@ -334,15 +334,19 @@ InstrOp parse_instr(Line& L) {
       c.kExtension = L.field("kExtension"), c.mExtension = L.field("mExtension"), c.kStartPt = L.field("kStartPt");
       c.mStartPt = L.field("mStartPt");
     });
+  auto fixpipe = [&](auto& c) {  // the fields FixpipeV220 and FixpipeL1 share, in printed order
+    std::tie(c.src_dtype, c.dst_dtype) = L.dtype_pair(false);
+    c.nSize = L.field("nSize"), c.mSize = L.field("mSize"), c.srcStride = L.field("srcStride");
+    c.dstStride = L.field("dstStride");
+    L.expect("quantPre=");
+    c.quantPre = L.enum_word<QuantMode>("quant mode", 3, quant_mode_name);
+  };
   if (name == "FixpipeV220")
     return move(FixpipeV220{}, gm, local, [&](auto& c) {
-      std::tie(c.src_dtype, c.dst_dtype) = L.dtype_pair(false);
-      c.nSize = L.field("nSize"), c.mSize = L.field("mSize"), c.srcStride = L.field("srcStride");
-      c.dstStride = L.field("dstStride");
-      L.expect("quantPre=");
-      c.quantPre = L.enum_word<QuantMode>("quant mode", 3, quant_mode_name);
+      fixpipe(c);
       c.reluEn = flag("reluEn"), c.ndNum = L.field("ndNum"), c.atomic = flag("atomic");
     });
+  if (name == "FixpipeL1") return move(FixpipeL1{}, local, local, fixpipe);
   auto shape = [&](ir::Expr& rows, ir::Expr& cols) { std::tie(rows, cols) = L.dims(); };
   auto tensor_op = by_name<VecBinOp>(name, kVecTensorBinOps, vec_binop_name);
   if (!tensor_op && (name == "And" || name == "Or")) tensor_op = name == "And" ? VecBinOp::And : VecBinOp::Or;

@@ -102,6 +102,11 @@ struct InstrPrinter {
            f("l1W", c.l1W) + f("channelSize", c.channelSize) + f("kExtension", c.kExtension) +
            f("mExtension", c.mExtension) + f("kStartPt", c.kStartPt) + f("mStartPt", c.mStartPt);
   }
+  std::string operator()(const FixpipeL1& c) const {
+    return "FixpipeL1 " + loc(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.src_dtype) + "->" + dt(c.dst_dtype) +
+           f("nSize", c.nSize) + f("mSize", c.mSize) + f("srcStride", c.srcStride) + f("dstStride", c.dstStride) +
+           " quantPre=" + std::string(quant_mode_name(c.quantPre));
+  }
   std::string operator()(const FixpipeV220& c) const {
     return "FixpipeV220 " + gm(p, c.dst) + " <- " + loc(p, c.src) + " " + dt(c.src_dtype) + "->" + dt(c.dst_dtype) +
            f("nSize", c.nSize) + f("mSize", c.mSize) + f("srcStride", c.srcStride) + f("dstStride", c.dstStride) +

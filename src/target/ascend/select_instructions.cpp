@@ -1317,6 +1317,26 @@ class Lowerer {
                           C(s.buf->prows), g.row_stride, false, n->atomic},
                   sp);
     }
+    if (from == Scope::L0C && to == Scope::L1) {
+      // T.copy(accumulator, gemm operand) kept on the Cube by infer_scope (whole 16 x 16 fractals,
+      // float32 -> float16 / bfloat16): one Fixpipe L0C -> L1 (program.h FixpipeL1), the Nz layout
+      // of both sides the same fractal by fractal
+      Window s = window(n->src, sp), d = window(n->dst, sp);
+      check_same_2d(s.rows, s.cols, d.rows, d.cols, n, sp);
+      auto r0 = ir::as_const_int(s.r0), c0 = ir::as_const_int(s.c0);
+      auto dr0 = ir::as_const_int(d.r0), dc0 = ir::as_const_int(d.c0);
+      bool half = dt == ir::DType(ir::DTypeCode::f16), bf = dt == ir::DType(ir::DTypeCode::bf16);
+      if (st != ir::DType(ir::DTypeCode::f32) || !(half || bf) || !r0 || !c0 || !dr0 || !dc0 ||
+          (*r0 | *c0 | *dr0 | *dc0 | s.rows | s.cols) % 16)
+        throw Error("internal: copy L0C->L1 " + ir::print(n->src) + " -> " + ir::print(n->dst) +
+                        ": Fixpipe L0C -> L1 moves whole 16 x 16 fractals from float32 to float16 / bfloat16",
+                    sp, "infer_scope keeps only such copies on the Cube");
+      Expr soff = C((*c0 / 16 * s.buf->prows * 16 + *r0 * 16) * 4);
+      Expr doff = C((*dc0 / 16 * d.buf->prows * 16 + *dr0 * 16) * 2);
+      return emit(FixpipeL1{local(s, soff), local(d, doff), st, dt, C(s.cols), C(s.rows), C(s.buf->prows),
+                            C(d.buf->prows * 16 * 2 / 32), half ? QuantMode::F322F16 : QuantMode::F322BF16},
+                  sp);
+    }
     if (from == Scope::global && to == Scope::UB) {
       same_dtype("GM->UB");
       Window w = window(n->dst, sp);

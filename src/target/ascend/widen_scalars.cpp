@@ -373,6 +373,7 @@ void map_fields(InstrOp& op, F&& fn, const ir::Span& span) {
         f.all(c.src, c.dst, c.l1H, c.l1W, c.channelSize, c.kExtension, c.mExtension, c.kStartPt, c.mStartPt);
       },
       [&](FixpipeV220& c) { f.all(c.src, c.dst, c.nSize, c.mSize, c.srcStride, c.dstStride, c.ndNum); },
+      [&](FixpipeL1& c) { f.all(c.src, c.dst, c.nSize, c.mSize, c.srcStride, c.dstStride); },
       [&](Mmad& c) { f.all(c.a, c.b, c.c, c.m, c.n, c.k, c.init); },
       [&](VecCallL2& c) { f.all(c.dst, c.src0, c.src1, c.scalar, c.count, c.sel); },
       [&](VecCallL0& c) {

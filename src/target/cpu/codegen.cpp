@@ -1445,9 +1445,9 @@ bool CodeGen::emit_map_copy_out(const Stmt& map_s, const Stmt& copy_s) {
   emit_row_parts(parts);
   Idx row = td.size() == 2 ? add(db, mul(code(vi, true), d.stride[d.dims[0]])) : db;
   line(ot + "* const tw_out = " + (cst(row) == 0 ? d.buf : d.buf + " + " + expr(row)) + ";");
-  // with streaming stores the chunks start at vector boundaries of the output: a short first
-  // chunk up to the first one (ordinary stores), then aligned chunks
-  line("const int64_t tw_h = tw_nt ? tw_min(" + E1 + ", (int64_t)((-(uintptr_t)tw_out & (tw_cpu::simd::kVecBytes - 1)) / "
+  // with streaming stores the chunks start at cache line boundaries of the output (kStreamBytes): a
+  // short first chunk up to the first one (ordinary stores), then aligned chunks
+  line("const int64_t tw_h = tw_nt ? tw_min(" + E1 + ", (int64_t)((-(uintptr_t)tw_out & (tw_cpu::simd::kStreamBytes - 1)) / "
        "sizeof(" + ot + "))) : 0;");
   line("int64_t tw_jn = 0;");
   open("for (int64_t tw_j0 = 0; tw_j0 < " + E1 + "; tw_j0 += tw_jn)");
@@ -1755,12 +1755,12 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       for (int u = 0; u <= q; ++u)  // the copy-out is the last pass: every value is known here
         hot = hot || (stages[u].st && chunk_call(stages[u].value, stages[u].st->buffer->dtype));
       pair = !hot && no_parts && reads_column_operand(stages[q].value, g.outer->var.get(), g.inner->var.get());
-      // its full chunks start at a vector boundary of the output (tw_h), in rotated order (kRotChunks)
+      // its full chunks start at a cache line boundary of the output (tw_h, kStreamBytes), in rotated order (kRotChunks)
       auto out_row = [&](const std::string& sfx, const std::string& r, const std::string& on) {
         Idx row = add(db, mul(code(r, true), d.stride[d.dims[0]]));
         line(ot + "* const tw_out" + sfx + " = " + on + " ? " + d.buf + " + " + expr(row) + " : " + d.buf + ";");
         line("const int64_t tw_h" + sfx + " = tw_nt ? tw_min(" + E1s + ", (int64_t)((-(uintptr_t)tw_out" + sfx +
-             " & (tw_cpu::simd::kVecBytes - 1)) / sizeof(" + ot + "))) : 0;");
+             " & (tw_cpu::simd::kStreamBytes - 1)) / sizeof(" + ot + "))) : 0;");
         line("const int64_t tw_nf" + sfx + " = (" + E1s + " - tw_h" + sfx + ") / " + C + ";  // full chunks");
       };
       out_row("", rows[q], pre[q] + "on");
@@ -1856,7 +1856,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       close();
       open_else();  // one row per step
     }
-    if (g.kind == kMapCopy) {  // full chunks from the first vector boundary of the output row, rotated
+    if (g.kind == kMapCopy) {  // full chunks from the first cache line boundary of the output row, rotated
       open("if (" + pre[q] + "on && tw_ck < tw_nf)");
       if (hot) {
         line("int64_t tw_cc = tw_ck + tw_rot;");
@@ -1920,7 +1920,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     if (pair && u == 2) open_else();
     const std::string U = pair && u < 2 ? std::to_string(u) : "";
     open("if (" + pre[K - 1] + "on" + U + ")");
-    line("// the head of the row up to the output's first vector boundary (< 1 vector), then the tail (< 1 chunk)");
+    line("// the head of the row up to the output's first cache line boundary (< 1 line), then the tail (< 1 chunk)");
     if (!U.empty()) line(ot + "* const tw_out = tw_out" + U + ";");
     open("for (int tw_k = 0; tw_k < 2; ++tw_k)");
     line("const int64_t tw_j0 = tw_k == 0 ? 0 : tw_h" + U + " + tw_nf" + U + " * " + C + ";");

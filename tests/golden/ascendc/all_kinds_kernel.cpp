@@ -171,6 +171,15 @@ extern "C" __global__ __aicore__ void all_kinds(GM_ADDR X, GM_ADDR Y, GM_ADDR wo
       tw_p.ndNum = 1;
       Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32, l0c, tw_p);  // line 86
     }
+    {
+      FixpipeParamsV220 tw_p;
+      tw_p.nSize = 64;
+      tw_p.mSize = 64;
+      tw_p.srcStride = 64;
+      tw_p.dstStride = 64;
+      tw_p.quantPre = QuantMode_t::F322F16;
+      Fixpipe<half, float, CFG_NZ>(l1, l0c, tw_p);  // line 86
+    }
     CrossCoreSetFlag<2, PIPE_FIX>(3);  // line 86
     PipeBarrier<PIPE_ALL>();  // line 87
   }

@@ -149,7 +149,7 @@ only these.
 """
 import random
 
-from . import idiom, llm, llm2, skip, wide
+from . import hunt, idiom, llm, llm2, skip, wide
 
 FLOATS = ("float32", "float16", "bfloat16")
 DTYPES = FLOATS + ("int8",)
@@ -668,6 +668,8 @@ def tensors(d):
         return llm2.tensors(d)
     if k == "skip":
         return skip.tensors(d)
+    if k == "hunt":
+        return hunt.tensors(d)
     if k == "wide":
         return wide.tensors(d)
     if k == "idiom":
@@ -1096,6 +1098,8 @@ def source(d):
         return llm2.source(d)
     if d["kind"] == "skip":
         return skip.source(d)
+    if d["kind"] == "hunt":
+        return hunt.source(d)
     if d["kind"] == "wide":
         return wide.source(d)
     if d["kind"] == "idiom":

@@ -20,7 +20,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from . import idiom, llm, llm2, skip, wide
+from . import hunt, idiom, llm, llm2, skip, wide
 from .grammar import FLOATS, SPECIAL_P, acc_dtype, checked, is_int, pad_value, shape_of, tensors
 
 # Per-dtype unit of error: a few ulps of the type (float32: the cpu target's math functions are
@@ -66,6 +66,8 @@ def inputs(d):
         return llm2.inputs(d)
     if d["kind"] == "skip":
         return skip.inputs(d)
+    if d["kind"] == "hunt":
+        return hunt.inputs(d)
     if d["kind"] == "wide":
         return wide.inputs(d)
     if d["kind"] == "idiom":
@@ -229,6 +231,8 @@ def reference(d):
         return llm2.reference(d)
     if d["kind"] == "skip":   # (the same)
         return skip.reference(d)
+    if d["kind"] == "hunt":   # (the same)
+        return hunt.reference(d)
     if d["kind"] == "wide":   # (the same)
         return wide.reference(d)
     if d["kind"] == "idiom":   # (the same)
@@ -485,7 +489,7 @@ def tolerance(d, out_dtype, tr):
     """(atol, rtol) for an output of `out_dtype`."""
     if d["kind"] == "llm":
         return llm.tolerance(tr, out_dtype)
-    if d["kind"] in ("llm2", "skip", "wide", "idiom"):
+    if d["kind"] in ("llm2", "skip", "wide", "idiom", "hunt"):
         return llm2.tolerance(tr, out_dtype)
     if is_int(out_dtype):
         converts_float = any(dt in FLOATS for dt in path_dtypes(d))

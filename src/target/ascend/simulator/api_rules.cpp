@@ -249,6 +249,22 @@ void check_api_rules(const RInstr& r, ApiRuleState& st, std::vector<std::string>
             // NZ2ND (CFG_ROW_MAJOR): nSize 1..4095, mSize 1..8192 (CANN 8.5 Fixpipe docs; a 0 is a NOP
             // only in the 2026 docs)
             const char* s = "FixpipeParamsV220";
+            if (x.nz) {  // L0C -> L1 (CFG_NZ): dav_c220 fixpipe_v2_impl.h CheckFixpipeL0C2L1Param
+              if (x.n < 16 || x.n > 4095 || x.n % 16)
+                out.push_back("Fixpipe L0C -> L1 with nSize " + str(x.n) + ": in the Nz format nSize is a multiple of 16 "
+                              "in 16..4095 (asc-devkit dav_c220 CheckFixpipeL0C2L1Param)");
+              if (x.m < 1 || x.m > 65535)
+                out.push_back("Fixpipe L0C -> L1 with mSize " + str(x.m) + ": 1..65535 in the Nz format");
+              if (x.quant != QuantMode::F322F16 && x.quant != QuantMode::F322BF16)
+                out.push_back(std::string("Fixpipe L0C -> L1 with quantPre ") + std::string(quant_mode_name(x.quant)) +
+                              ": into L1 only F322F16 / F322BF16 (float32 -> float16 / bfloat16) are implemented");
+              if (x.dst.off % 32 || x.src.off % 64)
+                out.push_back("Fixpipe L0C -> L1: the destination must be 32 B aligned (offset " + str(x.dst.off) +
+                              ") and the source 64 B aligned (offset " + str(x.src.off) + ")");
+              fits(out, s, "srcStride", x.src_stride, 0, kU16);
+              fits(out, s, "dstStride", x.dst_stride, 1, kU32);
+              return;
+            }
             if (x.n < 1 || x.m < 1)
               out.push_back("Fixpipe with mSize " + str(x.m) + ", nSize " + str(x.n) +
                             ": each is at least 1 (CANN 8.5 Fixpipe docs; a 0 is a NOP only in the 2026 docs): an "

@@ -274,7 +274,10 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
                   "SetAtomicAdd<" + std::string(ir::DType(x.to).name()) + "> before Fixpipe: the atomic add supports " +
                       "int8, int16, half, bfloat16, int32 and float (AscendC SetAtomicAdd, Atlas A2)");
           size_t first = out.size();
-          operand(x.dst, Rect{0, x.m, x.n * es, x.dst_stride * es}, true, es, "destination");
+          if (x.nz)  // FixpipeL1: mSize rows of each 16-column strip, strips dstStride 32 B blocks apart
+            operand(x.dst, Rect{0, x.n / 16, x.m * 16 * es, x.dst_stride * 32}, true, es, "destination (L1)");
+          else
+            operand(x.dst, Rect{0, x.m, x.n * es, x.dst_stride * es}, true, es, "destination");
           for (size_t i = first; i < out.size(); ++i) out[i].atomic = x.atomic;
         } else if constexpr (std::is_same_v<T, RVecCall>) {
           int des = vec_api_lane_bytes(x.api, x.dt), ses = vec_api_lane_bytes(x.api, x.src_dt);
@@ -584,6 +587,14 @@ void Machine::functional(Core& c, const RInstr& r) {
             uint8_t* drow = D + i * x.dst_stride * es;
             for (int64_t j = 0; j < x.n; ++j) {
               const uint8_t* s = S + nz_off(i, j, Mp, 16) * 4;
+              if (x.nz) {  // FixpipeL1: strip j / 16 at dst_stride 32 B blocks, 16 elements a row
+                uint8_t* d = D + (j / 16) * x.dst_stride * 32 + (i * 16 + j % 16) * es;
+                float v;
+                std::memcpy(&v, s, 4);
+                uint16_t h = x.quant == QuantMode::F322BF16 ? num::f32_to_bf16(v) : num::f32_to_f16(v);
+                std::memcpy(d, &h, 2);
+                continue;
+              }
               if (x.atomic) {
                 uint8_t* g = drow + j * es;
                 if (x.from == ir::DTypeCode::i32) {

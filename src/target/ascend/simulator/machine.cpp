@@ -194,6 +194,12 @@ ROp build(const InstrOp& op, Get&& get) {
             r.atomic = x.atomic;
             return r;
           },
+          [&](const FixpipeL1& x) -> ROp {
+            RFixpipe r{loc(x.src), loc(x.dst), x.src_dtype.code, x.dst_dtype.code, 0, 0, 0, 0, 1, x.quantPre, false};
+            r.n = get(x.nSize).i, r.m = get(x.mSize).i, r.src_stride = get(x.srcStride).i;
+            r.dst_stride = get(x.dstStride).i, r.nz = true;
+            return r;
+          },
           [&](const VecCallL2& x) -> ROp {
             RVecCall r;
             r.api = x.api, r.dt = x.dtype.code, r.src_dt = x.src_dtype.code, r.round = x.round;

@@ -93,6 +93,7 @@ struct RFixpipe {
   RMem src, dst; ir::DTypeCode from, to;
   int64_t n, m, src_stride, dst_stride, nd_num; QuantMode quant; bool relu;
   bool atomic = false;  // after SetAtomicAdd<to>: the converted values are added into GM
+  bool nz = false;      // FixpipeL1: into L1 in Nz (CFG_NZ), dst_stride the strip pitch in 32 B blocks
 };
 // VecCallL2 / VecCallL0 (program.h). A level-2 call is executed as one repeat of `mask = count`
 // contiguous elements (block stride 1); `l0` keeps which form it was for the API rules and costs.

@@ -124,6 +124,11 @@ Cost Timing::cost(Core& core, const RInstr& r, int64_t start) {
           k.flops = 2.0 * static_cast<double>(x.m) * static_cast<double>(x.n) * static_cast<double>(x.k);
         } else if constexpr (std::is_same_v<T, RFixpipe>) {
           int es = bytes_of(x.to);
+          if (x.nz) {  // L0C -> L1: an on-chip move at FixPipe's published rate (output bytes)
+            k.busy = p_.local_move_overhead_cycles +
+                     static_cast<int64_t>(std::ceil(static_cast<double>(x.m * x.n * es) / p_.fixpipe_bytes_per_cycle));
+            return;
+          }
           Rect rect{x.dst.off, x.m, x.n * es, x.dst_stride * es};
           gm_move(x.dst, rect, static_cast<double>(x.m * x.n * es),
                   std::min(p_.fixpipe_bytes_per_cycle, p_.gm_write_bytes_per_cycle), true);

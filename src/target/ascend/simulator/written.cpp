@@ -131,6 +131,7 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
     return;
   }
   if (auto* x = std::get_if<RFixpipe>(&r.op)) {  // mSize rows of each 16-column strip it stores
+    if (x->nz && write) mark(write->space, write->rect);  // FixpipeL1: the L1 strips it writes
     if (!read) return;
     Gap first;
     int64_t count = 0, strip = 0;
@@ -145,7 +146,8 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
     const std::string name = m_.prog.buffers[static_cast<size_t>(x->src.index)].name;
     report(c, r,
            "Fixpipe stores " + std::to_string(count / 4) + " element(s) of " + tile(x->src) +
-               " that no Mmad of this block wrote " + (x->atomic ? "into (atomic add) " : "into ") + gm_name(x->dst) +
+               " that no Mmad of this block wrote " + (x->atomic ? "into (atomic add) " : "into ") +
+               (x->nz ? tile(x->dst) : gm_name(x->dst)) +
                ": first element (" + std::to_string(first.row) + ", " + std::to_string(col) + ") of its " +
                std::to_string(x->m) + " x " + std::to_string(x->n) + " window (" + tile_bytes(x->src, first.at, 4) +
                "); on the chip L0C holds whatever it held before (an earlier block's or kernel's data); compute every "

@@ -26,6 +26,14 @@ inline constexpr int kVecBytes = 32;
 inline constexpr int kVecBytes = 16;
 #endif
 inline constexpr int kVF = kVecBytes / 4;  // f32 / i32 lanes per vector
+// Streaming stores start at a cache line of the destination (64 bytes: what one write-combining
+// buffer holds), not at a vector boundary: the bytes before it are stored as a head with ordinary
+// stores (stream_copy, stream_values, the generated copy-outs' tw_h). With 32-byte vectors and
+// numpy's arrays (16 B into a page) a row's chunks started halfway into a line, so every chunk
+// began and ended with half a line, written by another chunk (in a row pipeline's rotated order,
+// much later): the AVX2 softmax took 15-18% more time from memory, layer_norm 12-14%, rms_norm 6%
+// (docs/performance.md "Session 36: ... (h-rows36)"). With AVX-512 a vector is a line: unchanged.
+inline constexpr int kStreamBytes = 64;
 // Whether a row pipeline's copy-out whose map reads a per-column operand (the norms' W, B) takes
 // its rows in pairs (codegen.cpp, emit_row_pipeline, `if constexpr`): with AVX-512 layer_norm
 // 8192x4096 took 13-16% less time from memory on a Zen 4 core (session 25, when the AVX2 build
@@ -120,7 +128,7 @@ TW_CPU_INLINE void stream_copy(void* dst, const void* src, size_t bytes) {
 #if defined(__x86_64__) && (defined(__AVX512F__) || defined(__AVX__))
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
-  size_t head = (size_t)(-(uintptr_t)d) & (size_t)(kVecBytes - 1);
+  size_t head = (size_t)(-(uintptr_t)d) & (size_t)(kStreamBytes - 1);
   if (head > bytes) head = bytes;
   __builtin_memcpy(d, s, head);
   d += head;
@@ -138,13 +146,13 @@ TW_CPU_INLINE void stream_copy(void* dst, const void* src, size_t bytes) {
 // output written once whose dtype differs from its source's (a copy-out converting a float32 tile
 // to a bfloat16 / float16 tensor, which stream_copy cannot take). The values go to an L1 chunk
 // buffer (g++ vectorises the value loop as the plain `dst[i] = value(i)` loop it replaces), then
-// stream_copy streams the chunk; the first chunk ends at dst's first vector boundary, so the others
-// start on one. The same bytes as the plain loop. Call stream_fence() after the last one.
+// stream_copy streams the chunk; the first chunk ends at dst's first cache line boundary
+// (kStreamBytes), so the others start on one. The same bytes as the plain loop. Call stream_fence() after the last one.
 template <class T, class F>
 TW_CPU_INLINE void stream_values(T* dst, int64_t n, F value) {
   constexpr int64_t C = 1024 / (int64_t)sizeof(T);
   alignas(64) T buf[C];
-  const int64_t h = (int64_t)(((size_t)(-(uintptr_t)dst) & (size_t)(kVecBytes - 1)) / sizeof(T));
+  const int64_t h = (int64_t)(((size_t)(-(uintptr_t)dst) & (size_t)(kStreamBytes - 1)) / sizeof(T));
   for (int64_t j = 0, m = 0; j < n; j += m) {
     m = j == 0 && h > 0 ? h : C;
     if (m > n - j) m = n - j;
@@ -197,7 +205,7 @@ TW_CPU_INLINE void store_chunk(float* dst, const float* buf, int64_t n, bool nt)
 // The same for a bfloat16 / float16 output (a map fused with a copy-out that converts its float32
 // tile, fuse_map_copy_out): the n <= 64 values converted with tw_cpu::convert, as the separate
 // copy converts them (the same bits), into an L1 chunk, stored with stream_copy when `nt` (dst
-// vector aligned: the generated code starts its chunks at the row's first vector boundary), else
+// vector aligned: the generated code starts its chunks at the row's first cache line boundary), else
 // copied.
 template <class T>
 TW_CPU_INLINE void store_chunk(T* dst, const float* buf, int64_t n, bool nt) {
@@ -208,7 +216,7 @@ TW_CPU_INLINE void store_chunk(T* dst, const float* buf, int64_t n, bool nt) {
 }
 // A full chunk of 64 values (the row pipeline's chunk) converted to T as store_chunk<T> converts
 // them, stored to dst with streaming stores from the L1 chunk when `nt` (dst vector aligned: the
-// pipeline's full chunks start at the row's first vector boundary), else with ordinary ones: no
+// pipeline's full chunks start at the row's first cache line boundary), else with ordinary ones: no
 // memcpy call of a run-time size, which cost store_chunk<T> two library calls per chunk.
 template <class T>
 TW_CPU_INLINE void store_chunk64(T* dst, const float* buf, bool nt) {
