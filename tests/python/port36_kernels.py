@@ -1370,27 +1370,6 @@ def _bincount_rows(dt, shape, rng):
 
 
 @tw.jit(out_idx=[-1])
-def bincount_atomic(N, NB, bn=16):
-    """torch.bincount(x, minlength=NB) into int32 counts by T.atomic_add of 1 per element (repeats collide)."""
-    @T.prim_func
-    def main(X: T.Tensor((N,), "int32"), Cn: T.Tensor((NB,), "int32")):
-        with T.Kernel(T.ceildiv(N, bn)) as bx:
-            x = T.alloc_fragment((bn,), "int32")
-            T.copy(X[bx * bn], x)
-            for i in T.serial(bn):
-                if bx * bn + i < N:
-                    T.atomic_add(Cn[x[i]], 1)
-
-    return main
-
-
-def _bincount_atomic(dt, shape, rng):
-    N, NB = shape
-    x = rng.integers(0, NB, N).astype(np.int32)
-    return bincount_atomic, shape, [x], [np.bincount(x, minlength=NB)]
-
-
-@tw.jit(out_idx=[-1])
 def segment_max(NS, N, D, dt):
     """torch.segment_reduce(data, "max", offsets=...) over sorted segments (rows Off[s] .. Off[s + 1] of (N, D)),
     empty segments -inf: one segment per block, a serial loop of row copies with a run-time trip count."""
@@ -1855,7 +1834,6 @@ CASES = {
     "pixel_norm": (_pixel_norm, F3, [(13, 37), (1, 1)]),
     # counting, searching, scans, sorting
     "bincount_rows": (_bincount_rows, ("int32",), [(5, 37, 6), (1, 1, 1)]),
-    "bincount_atomic": (_bincount_atomic, ("int32",), [(37, 6), (1, 1)]),
     "segment_max": (_segment_max, F3, [(5, 23, 37), (1, 1, 1)]),
     "searchsorted_left": (_searchsorted(False), ("float32", "int32"), [(13, 37, 9), (1, 1, 1)]),
     "bucketize_right": (_searchsorted(True), ("float32", "int32"), [(13, 37, 9), (1, 1, 1)]),

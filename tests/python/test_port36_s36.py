@@ -144,7 +144,7 @@ AGREE = ["rope_partial", "decode_alibi", "decode_window", "decode_sink", "softca
          "swiglu_clamp_interleaved", "add_layernorm", "logit_bias", "exp_race_sample", "top_k_mask",
          "top_p_sorted_cumsum", "gemm_geglu_cat", "dwconv_nhwc_rows", "bilinear_resize", "upsample2x_rows", "box_iou",
          "soft_nms_step", "box_decode_gather", "image_norm_u8", "bn_eval_nchw", "pixel_norm", "bincount_rows",
-         "bincount_atomic", "segment_max", "searchsorted_left", "unique_consec_shift", "cummax_dim1", "cummax_dim0",
+         "segment_max", "searchsorted_left", "unique_consec_shift", "cummax_dim1", "cummax_dim0",
          "logcumsumexp_dim0", "sort_rows_rank", "expert_offsets", "remainder_float", "nan_to_num", "argmin_first",
          "ema_inplace", "int_floordiv_remainder"]
 
