@@ -170,6 +170,10 @@ LOCATED = [
      r"for r in T\.serial\(R\): for j in T\.Parallel\(C\)", "upsample2x_rows"),
     ("outer_product", "bfloat16", (1, 1), r"the per-row factor 'a' is read down a column of a tile",
      r"copy the column into a 1-D tile first", "outer_product_gather"),
+    # F3 (fixed): was "neither operand of add is a tile element a[i, j]" with the generic "split longer formulas"
+    # hint, which leads nowhere (the map is a column map over i by then, both operands a[i, 0], a[i, 2] columns)
+    ("box_decode_rows", "float32", (37,), r"tile 'a' is read down a column",
+     r"gather the column into a row of a tile first", "box_decode_gather"),
 ]
 
 
@@ -179,16 +183,3 @@ def test_located_error_and_its_alternative(name, dt, shape, what, hint, alt):
         P.check(name, dt, shape, TARGET)
     assert "port36_kernels.py:" in str(e.value) and re.search(hint, str(e.value)), str(e.value)
     P.check(alt, dt, shape, TARGET)
-
-
-# F3 (open, medium: an error whose message and hint do not name the cause): box decoding of (N, 4) tensors,
-# the coordinates read by constant column in a (bn, 4) map (a[i, 0] + a[i, 2]), is "neither operand of add is a
-# tile element a[i, j]" with the generic "split longer formulas into tile ops" hint, which leads nowhere (a split
-# op reads the same columns); port34 F2's message ("the per-row factor ... is read down a column") is not reached
-# since the map is a 1-D loop by then. The form that runs gathers each column into a row of a tile first
-# (box_decode_gather, in AGREE).
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="port36 F3: the message does not name the column read")
-def test_f3_box_decode_column_reads_are_named():
-    with pytest.raises(tw.TilewrightError) as e:
-        P.check("box_decode_rows", "float32", (37,), TARGET)
-    assert "read down a column" in str(e.value), str(e.value)
