@@ -80,7 +80,7 @@ TEST(ExpandMath, TanhErfInFloat32AndBfloat16CastBack) {
 }
 
 // Calls on scalars stay (scalar code), as do T.where conditions, lets of scalars, maps that are not
-// vector code (a store into a global tensor) and calls without an expansion (floor, pow 1.7:
+// vector code (a store into a global tensor) and calls without an expansion (floor, pow 4.0:
 // legalize_vector reports them); lets of tile values are tile data.
 TEST(ExpandMath, ScalarsConditionsAndUnsupportedStay) {
   EXPECT_EQ(after(R"(kernel k(X: global float32[8, 64], n: float32)
@@ -91,7 +91,7 @@ TEST(ExpandMath, ScalarsConditionsAndUnsupportedStay) {
       let s: float32 = exp2(n)
       let t: float32 = x[i, j] * s
       x[i, j] = where(j < 5, exp2(t) * sigmoid(n), 0.0)
-      x[i, j] = floor(x[i, j]) + pow(x[i, j], 1.7)
+      x[i, j] = floor(x[i, j]) + pow(x[i, j], 4.0)
     }
   }
   for i_1 in parallel(0, 8) {
@@ -108,7 +108,7 @@ TEST(ExpandMath, ScalarsConditionsAndUnsupportedStay) {
       let s: float32 = exp2(n)
       let t: float32 = x[i, j] * s
       x[i, j] = where(j < 5, exp(t * 0.6931471805599453) * sigmoid(n), 0.0)
-      x[i, j] = floor(x[i, j]) + pow(x[i, j], 1.7)
+      x[i, j] = floor(x[i, j]) + pow(x[i, j], 4.0)
     }
   }
   for i_1 in parallel(0, 8) {

@@ -24,15 +24,16 @@ F3 = ("float32", "float16", "bfloat16")
 NEG = -1e30  # a finite "minus infinity" users write for masked scores
 
 
-def _make(name, dt, shape, seed=0):
-    out = CASES[name][0](dt, shape, np.random.default_rng(seed))
+def _make(name, dt, shape, seed=0, cases=None):
+    out = (cases or CASES)[name][0](dt, shape, np.random.default_rng(seed))
     fac, args, inputs, refs = out[:4]
     return fac, args, inputs, refs, (out[4] if len(out) > 4 else {})
 
 
-def run(name, dt, shape, target):
-    """(outputs, references, extra) of one case on target (ascend910b: simulator + checker; a report raises)."""
-    fac, args, inputs, refs, extra = _make(name, dt, shape)
+def run(name, dt, shape, target, cases=None):
+    """(outputs, references, extra) of one case on target (ascend910b: simulator + checker; a report raises);
+    cases: another module's CASES (port36_kernels.py)."""
+    fac, args, inputs, refs, extra = _make(name, dt, shape, cases=cases)
     inputs = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
     if fac == "tileloop":
         k = tw.compile(args[0](*args[1:]), target=target)
@@ -46,8 +47,8 @@ def run(name, dt, shape, target):
     return list(out) + [inputs[i] for i in extra.get("inplace", ())], refs, extra
 
 
-def check(name, dt, shape, target):
-    outs, refs, extra = run(name, dt, shape, target)
+def check(name, dt, shape, target, cases=None):
+    outs, refs, extra = run(name, dt, shape, target, cases)
     assert len(outs) == len(refs), (len(outs), len(refs))
     for o, r in zip(outs, refs):
         o = np.asarray(o)
@@ -66,14 +67,14 @@ def check(name, dt, shape, target):
             np.testing.assert_allclose(f64(o), r, atol=atol, rtol=rtol, equal_nan=True)
 
 
-def probe(names, targets=("cpu", "ascend910b")):
-    for name in names or list(CASES):
-        _, dts, shapes = CASES[name]
+def probe(names, targets=("cpu", "ascend910b"), cases=None):
+    for name in names or list(cases or CASES):
+        _, dts, shapes = (cases or CASES)[name]
         for dt in dts:
             for shape in shapes:
                 for target in targets:
                     try:
-                        check(name, dt, shape, target)
+                        check(name, dt, shape, target, cases)
                         print(f"OK   {name} {dt} {shape} {target}", flush=True)
                     except Exception as e:  # the probe prints every outcome
                         msg = str(e).strip().replace("\n", "\n       ")

@@ -98,9 +98,10 @@ def _chain_3d(X: T.Tensor((5, 19), "int32"), n: T.int32, Y: T.Tensor((1, 5, 19),
         T.copy(y, Y)
 
 
-@pytest.mark.xfail(strict=True, reason="R2 (pre-existing, main too): an int32 elif chain storing y[0, i, j] of a "
-                   "(1, m, n) tile from a 2-D map is an ascend910b error whose hint (the if inside the inner "
-                   "T.Parallel loop) is what the kernel already does; the same chain into a (m, n) tile compiles")
+# R2 (fixed on h-port36): an int32 elif chain storing y[0, i, j] of a (1, m, n) tile from a 2-D map was an
+# ascend910b error whose hint (the if inside the inner T.Parallel loop) was what the kernel already did; the same
+# chain into an (m, n) tile compiled. serial_maps read y[0, i, j] as a strided store; a unit dim indexed by 0 is
+# now skipped there (test_port36_s36.py tests the (m, 1, n) and serial-loop forms).
 def test_r2_an_int32_elif_chain_into_a_3d_tile_compiles_on_ascend():
     x = np.arange(-40, 55, dtype=np.int32).reshape(5, 19)
     want = tw.compile(_chain_3d, target="cpu", out_idx=[-1])(x, 3)

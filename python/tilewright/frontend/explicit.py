@@ -63,7 +63,7 @@ class PrimFuncParser(Parser):
         if stmts and isinstance(stmts[0], ast.Expr) and isinstance(stmts[0].value, ast.Constant) \
                 and isinstance(stmts[0].value.value, str):
             stmts = stmts[1:]
-        stmts = [s for s in stmts if not isinstance(s, ast.Pass)]
+        stmts = [s for s in self.static_branches(stmts) if not isinstance(s, ast.Pass)]
         if len(stmts) != 1 or not self.is_kernel_with(stmts[0]):
             where = next((s for s in stmts if not self.is_kernel_with(s)), fdef)
             self.error(where, "the body of a T.prim_func must be a single 'with T.Kernel(...) as ...:' block",
@@ -75,6 +75,18 @@ class PrimFuncParser(Parser):
         if sub_block is not None:
             ir.verify(kernel)  # expert-mode rules (scopes, flag pairs, data paths) reported at definition
         return kernel
+
+    def static_branches(self, stmts):
+        """The body's statements with each compile-time `if` (`if form == "rows":`, a factory's argument) replaced
+        by the branch it takes, as inside a kernel: the branches may hold different `with T.Kernel` blocks."""
+        out = []
+        for s in stmts:
+            c = self.value(s.test) if isinstance(s, ast.If) else False
+            if isinstance(s, ast.If) and (_is_const(c) or c is None):
+                out += self.static_branches(s.body if c else s.orelse)
+            else:
+                out.append(s)
+        return out
 
     def param(self, arg, ann, node):
         name = arg.arg

@@ -2,6 +2,7 @@
 #include "target/ascend/expand_math.h"
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "ir/functor.h"
@@ -65,6 +66,16 @@ Expr expand(const ir::CallNode* c, const Span& sp) {
       if (ce && *ce == 0.5) return fn(ir::MathFn::sqrt, x);
       if (ce && *ce == -0.5) return bin(B::Div, K(1), fn(ir::MathFn::sqrt, x));
       if (ce && *ce == -1) return bin(B::Div, K(1), x);
+      if (ce && std::isfinite(*ce) && *ce != std::floor(*ce)) {
+        // a constant non-integer c (port36 F5: HF's length penalty (len + 1) ** 0.8): exp(c * log(x)) in
+        // float32, pow's value at 0, -0, +inf, negatives and NaN too; log(-inf) is NaN where pow(-inf, c) is
+        // +inf (c > 0) or +0 (c < 0): -x or 0 there
+        Expr y = ir::cast(x, kF32, sp);
+        Expr r = fn(ir::MathFn::exp, bin(B::Mul, fn(ir::MathFn::log, y), F(*ce)));
+        Expr at_minus_inf = bin(B::LT, y, F(-std::numeric_limits<float>::max()));
+        r = ir::select(at_minus_inf, *ce > 0 ? ir::unary(ir::UnOp::Neg, y, sp) : F(0), r, sp);
+        return ir::cast(r, t, sp);
+      }
       return nullptr;  // legalize_vector reports the exponent
     }
     case ir::MathFn::abs:  // an instruction for floats; int |x| in legalize_vector (conditions too)

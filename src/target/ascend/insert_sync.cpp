@@ -725,6 +725,16 @@ class CoreSync {
     return l->slot.empty() || l->slot == d.slot;
   }
 
+  // Does link l order its a's completion before its b (a flag, a barrier, or an in-order pipe)? A
+  // same-pipe link with a cross-core flag places nothing: a CrossCoreWaitFlag blocks later
+  // instructions of its pipe but does not wait for earlier ones, and a CrossCoreSetFlag does not
+  // block later ones, so an MTE2 copy into UB, a wait, then an MTE2 copy into the same bytes (a tile
+  // plan_memory reused after a dead copy) still needs its PipeBarrier (port36 F1).
+  bool ordered(const Dep& l) const {
+    Pipe pa = nodes_[l.a].pipe, pb = nodes_[l.b].pipe;
+    return !(pa == pb && !in_order(pa) && (nodes_[l.a].cross || nodes_[l.b].cross));
+  }
+
   // Intra dependences first: a forward carried dependence a(i) -> b(i+1) (a before b in the body)
   // is implied by the intra one a(i) -> b(i) when that one is placed (its wait or barrier is
   // executed unconditionally after a in every execution of its block, on b's pipe, before b(i+1)).
@@ -751,7 +761,7 @@ class CoreSync {
         if ((!after_a && !d.carried) || !between(d, c, after_a)) continue;
         const Dep* l1 = find(d.a, c, d.carried && !after_a);
         const Dep* l2 = find(c, d.b, d.carried && after_a);
-        bool ok1 = link_ok(l1, d), ok2 = link_ok(l2, d);
+        bool ok1 = link_ok(l1, d) && ordered(*l1), ok2 = link_ok(l2, d) && ordered(*l2);
         Pipe pc = nodes_[c].pipe;
         if ((ok1 && pc == pb) || (ok2 && pc == pa) || (ok1 && ok2)) {
           d.keep = false;

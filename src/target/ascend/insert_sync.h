@@ -27,7 +27,8 @@
 //    CrossCoreWaitFlag<p> with p != S blocks only pipe p, so both "touch" (a fence access) every GM
 //    space shared between cores (accessed by AIC and AIV code, written by one; with mode 0/1 flags
 //    every written GM space): earlier/later accesses of it on other pipes get a flag to/from p;
-//    on p itself nothing is needed. A CrossCoreWaitFlag on S orders everything after it: nothing.
+//    on p itself nothing is needed. Such a same-pipe link orders nothing else (step 3): a wait
+//    does not wait for its pipe's earlier instructions, nor a set hold back its later ones. A CrossCoreWaitFlag on S orders everything after it: nothing.
 //    On the workspace the fence covers only the bytes its flag id guards: the union, over every
 //    flag with that (constant) id in AIC and AIV code, of the workspace hull of the nearest
 //    instruction on the flag's pipe in the same block (after a wait, before a set, not across

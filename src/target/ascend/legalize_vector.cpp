@@ -3304,7 +3304,8 @@ int MapLowering::build_uncached(const Expr& e) {
         // the others are expanded by expand_math (pipeline.cpp) where they can be; what is left:
         case ir::MathFn::pow:
           fail("T.pow with exponent " + ir::print(c->args[1]) + " is not supported on Ascend vector units yet", sp,
-               "supported exponents: 1, 2, 3, 0.5, -0.5, -1; write x ** y as T.exp(y * T.log(x)) for x > 0");
+               "supported exponents: 1, 2, 3, 0.5, -0.5, -1 and non-integer constants; write x ** y as T.exp(y * T.log(x)) "
+               "for x > 0");
         case ir::MathFn::floor: case ir::MathFn::ceil:
           return floor_ceil(c->fn == ir::MathFn::ceil, x, t, sp);
         case ir::MathFn::exp2: case ir::MathFn::log2: case ir::MathFn::rsqrt: case ir::MathFn::sigmoid:

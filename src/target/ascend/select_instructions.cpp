@@ -2622,6 +2622,28 @@ class Lowerer {
         }
       }
     }
+    // a column of a tile read by the map (its last index free of the map's variables, another one on them):
+    // elements a row apart, which no vector operand reads (port36 F3: box decoding's a[i, 0] + a[i, 2] of
+    // (N, 4) boxes, the (bn, 4) map made a column map over i)
+    for (const Expr& e : {bn->a, bn->b}) {
+      if (fa || fb || !is_load(e)) continue;
+      auto* l = as<ir::LoadNode>(e);
+      auto on_map = [&](const Expr& d) {
+        bool on = false;
+        for_each_subexpr(d, [&](const Expr& x) {
+          for (const auto& lp : loops) on |= x.get() == lp.var;
+        });
+        return on;
+      };
+      if (l->buffer->scope == ir::Scope::global || l->indices.size() < 2 || on_map(l->indices.back()) ||
+          std::none_of(l->indices.begin(), l->indices.end() - 1, on_map))
+        continue;
+      const std::string& n = l->buffer->name;
+      throw Error("this T.Parallel body is not a vector instruction: tile " + q(n) +
+                      " is read down a column (its elements lie a row apart; a vector operand is a run of a row)",
+                  sp, "gather the column into a row of a tile first, for i in T.Parallel(n): c[k, i] = " + n +
+                          "[i, k] (one map per column), and compute on those rows (c[0, i] + c[2, i])");
+    }
     if (!fa && !fb) fail("neither operand of " + std::string(ir::binop_name(bn->op)) + " is a tile element a[i, j]");
     if (fb && !commutes && scalar(bn->a))
       fail("scalar " + std::string(ir::binop_name(bn->op)) + " tile has no vector instruction (only tile op scalar)");

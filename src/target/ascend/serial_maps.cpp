@@ -11,11 +11,17 @@ namespace tw::ascend {
 
 namespace {
 
-bool at_vars(const std::vector<ir::Expr>& idx, const std::vector<ir::Var>& vars) {
-  if (idx.size() != vars.size()) return false;
-  for (size_t d = 0; d < idx.size(); ++d)
-    if (idx[d].get() != vars[d].get()) return false;
-  return true;
+// Indices that are the nest's variables in nest order, a unit dim of the tile indexed by 0 aside (y[0, i, j]
+// of a (1, m, n) tile is y[i, j]: review35 R2, a unit dim must not change what lowers).
+bool at_vars(const ir::BufferNode& b, const std::vector<ir::Expr>& idx, const std::vector<ir::Var>& vars) {
+  size_t k = 0;
+  for (size_t d = 0; d < idx.size(); ++d) {
+    auto e = ir::as_const_int(b.shape[d]);
+    auto x = ir::as_const_int(idx[d]);
+    if (e && *e == 1 && x && *x == 0) continue;
+    if (k == vars.size() || idx[d].get() != vars[k++].get()) return false;
+  }
+  return k == vars.size();
 }
 
 // Indices that are some of the nest's variables in nest order (t[i, j], a row vector v[i], a column
@@ -52,7 +58,7 @@ bool is_map_nest(const ir::ForNode* f) {
     if (s->kind == ir::StmtKind::Let) continue;
     if (s->kind != ir::StmtKind::Store) return false;
     auto* st = ir::as<ir::StoreNode>(s);
-    if (st->buffer->scope == ir::Scope::global || !at_vars(st->indices, vars)) return false;
+    if (st->buffer->scope == ir::Scope::global || !at_vars(*st->buffer, st->indices, vars)) return false;
     written.insert(st->buffer.get());
     stores = true;
   }
@@ -61,7 +67,7 @@ bool is_map_nest(const ir::ForNode* f) {
     if (e->kind != ir::ExprKind::Load) return;
     auto* ld = static_cast<const ir::LoadNode*>(e.get());
     if (ld->buffer->scope == ir::Scope::global || !at_some_vars(ld->indices, vars) ||
-        (written.count(ld->buffer.get()) && !at_vars(ld->indices, vars)))
+        (written.count(ld->buffer.get()) && !at_vars(*ld->buffer, ld->indices, vars)))
       ok = false;
   });
   return ok;
@@ -440,7 +446,7 @@ bool lower_if_as(const ir::Stmt& s, const std::vector<ir::Var>& vars, const Lets
     // an element stored twice at a strided index is not a vector store (select_instructions)
     for (size_t k = at_if; k < res.size(); ++k)
       for (size_t l = at_if; l < k; ++l)
-        if (store_of(res[k]) && store_of(res[l]) && !at_vars(store_of(res[k])->indices, vars) &&
+        if (store_of(res[k]) && store_of(res[l]) && !at_vars(*store_of(res[k])->buffer, store_of(res[k])->indices, vars) &&
             ir::structural_equal(element(store_of(res[k])), element(store_of(res[l]))))
           return false;
   }
