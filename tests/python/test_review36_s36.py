@@ -204,3 +204,56 @@ def test_clear_after_the_gemm_in_a_loop(variant, dtype, acc):
     for target in TARGETS:
         got = run_on(_clear_after(S, variant, dtype, acc), target, [-1], a, b)
         np.testing.assert_array_equal(np.asarray(got), want, err_msg=target)
+
+
+def _state_also_stored(S, dt):
+    @T.prim_func
+    def main(A: T.Tensor((S, 16, 32), dt), B: T.Tensor((S, 32, 16), dt), E: T.Tensor((S, 16, 16), dt),
+             P: T.Tensor((S, 16, 16), dt), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((16, 32), dt)
+            b = T.alloc_shared((32, 16), dt)
+            e = T.alloc_shared((16, 16), dt)
+            p = T.alloc_shared((16, 16), dt)
+            c = T.alloc_fragment((16, 16), "float32")
+            d = T.alloc_fragment((16, 16), "float32")
+            T.clear(d)
+            for s in T.serial(S):
+                T.copy(A[s, :, :], a)
+                T.copy(B[s, :, :], b)
+                T.copy(E[s, :, :], e)
+                T.gemm(a, b, c, clear_accum=True)
+                T.copy(c, p)  # whole fractals, float32 -> 16-bit: a Fixpipe L0C -> L1 candidate
+                T.copy(p, P[s, :, :])  # ... but the operand is also stored to a tensor
+                T.gemm(p, e, d)
+            T.copy(d, Y)
+
+    return main
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_a_fixpipe_operand_also_copied_to_a_tensor(dt):
+    """review36 R3 (h-fixpipe36): an operand a copy to a tensor also reads stays where that copy can read it (it
+    went to L1 only: 'there is no data path L1 -> global')."""
+    import ml_dtypes
+
+    S = 3
+    tdt = np.float16 if dt == "float16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(3610)
+    a = rng.integers(-8, 9, (S, 16, 32)).astype(tdt)
+    b = (rng.integers(-8, 9, (S, 32, 16)) * 0.37).astype(tdt)
+    e = rng.integers(-3, 4, (S, 16, 16)).astype(tdt)
+    p = np.einsum("smk,skn->smn", a.astype(np.float64), b.astype(np.float64)).astype(np.float32).astype(tdt)
+    y = np.einsum("smn,snk->mk", p.astype(np.float64), e.astype(np.float64)).astype(np.float32)
+    for target in TARGETS:
+        k = tw.compile(_state_also_stored(S, dt), target=target, out_idx=[-1])
+        got_p = np.zeros((S, 16, 16), tdt)
+        if target == "cpu":
+            got = k(a, b, e, got_p)
+        else:
+            prof = k.profile(a, b, e, got_p)
+            assert prof["reports"] == [], prof["reports"]
+            got = prof.outputs
+        np.testing.assert_array_equal(np.asarray(got), y, err_msg=target)
+        if target == "cpu":  # (the simulator's profile returns only the out_idx output)
+            np.testing.assert_array_equal(got_p.astype(np.float32), p.astype(np.float32))
