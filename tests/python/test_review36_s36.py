@@ -257,3 +257,72 @@ def test_a_fixpipe_operand_also_copied_to_a_tensor(dt):
         np.testing.assert_array_equal(np.asarray(got), y, err_msg=target)
         if target == "cpu":  # (the simulator's profile returns only the out_idx output)
             np.testing.assert_array_equal(got_p.astype(np.float32), p.astype(np.float32))
+
+
+def _conditional_clear(S, form):
+    M = N = K = 16
+
+    @T.prim_func
+    def main(A: T.Tensor((S, M, K), "float16"), B: T.Tensor((S, K, N), "float16"), Y: T.Tensor((S, M, N), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((M, K), "float16")
+            b = T.alloc_shared((K, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.clear(acc)
+            for s in T.serial(S):
+                T.copy(A[s, :, :], a)
+                T.copy(B[s, :, :], b)
+                if s % 2 == 0:
+                    T.clear(acc)  # a clear on even iterations only
+                if form == 0:
+                    T.gemm(a, b, acc)  # unconditional
+                else:
+                    if s < 100:
+                        T.gemm(a, b, acc)  # in another if of the same depth
+                T.copy(acc, Y[s, :, :])
+
+    return main
+
+
+@pytest.mark.parametrize("form", [0, 1])
+def test_a_conditional_clear_before_the_gemm(form):
+    """review36 R4: the clear of even iterations only; the gemm folded it into its init on every iteration (odd ones
+    lost the sum, no report). It now runs at its branch's end where no gemm of the branch took it."""
+    S = 4
+    rng = np.random.default_rng(3611)
+    a = rng.integers(-3, 4, (S, 16, 16)).astype(np.float16)
+    b = rng.integers(-3, 4, (S, 16, 16)).astype(np.float16)
+    p = np.einsum("smk,skn->smn", a.astype(np.float64), b.astype(np.float64))
+    want = np.stack([p[0], p[0] + p[1], p[2], p[2] + p[3]]).astype(np.float32)
+    for target in TARGETS:
+        np.testing.assert_array_equal(np.asarray(run_on(_conditional_clear(S, form), target, [-1], a, b)), want, err_msg=target)
+
+
+@T.prim_func
+def _window_clear(A: T.Tensor((2, 32, 16), "float16"), B: T.Tensor((2, 16, 16), "float16"), Y: T.Tensor((32, 16), "float32")):
+    with T.Kernel(1) as bx:
+        a = T.alloc_shared((32, 16), "float16")
+        b = T.alloc_shared((16, 16), "float16")
+        acc = T.alloc_fragment((32, 16), "float32")
+        T.clear(acc)
+        T.copy(A[0, :, :], a)
+        T.copy(B[0, :, :], b)
+        T.gemm(a, b, acc)
+        T.fill(acc[0:16, :], 0)  # the top half only
+        T.copy(A[1, :, :], a)
+        T.copy(B[1, :, :], b)
+        T.gemm(a, b, acc)
+        T.copy(acc, Y)
+
+
+def test_a_window_cleared_before_a_whole_gemm():
+    """review36 R5: a clear of part of the accumulator was folded into the next gemm's init, which clears all of it
+    (the bottom half lost its first product, no report); it now runs where it stands."""
+    rng = np.random.default_rng(3612)
+    a = rng.integers(-3, 4, (2, 32, 16)).astype(np.float16)
+    b = rng.integers(-3, 4, (2, 16, 16)).astype(np.float16)
+    p = np.einsum("smk,skn->smn", a.astype(np.float64), b.astype(np.float64))
+    want = p[1].copy()
+    want[16:] += p[0][16:]
+    for target in TARGETS:
+        np.testing.assert_array_equal(np.asarray(run_on(_window_clear, target, [-1], a, b)), want.astype(np.float32), err_msg=target)

@@ -55,6 +55,9 @@ class Expander {
   struct Pending {
     size_t loops;
     int ifs;
+    int branch;          // the If branch the fill stands in (branch_, 0: none)
+    const ir::Region* c; // the cleared window
+    ir::Span span;       // the fill's
   };
 
   Stmt visit(const Stmt& s) {
@@ -90,8 +93,8 @@ class Expander {
       case ir::StmtKind::If: {
         auto* n = ir::as<ir::IfNode>(s);
         ++ifs_;
-        Stmt t = visit(n->then_body);
-        Stmt e = n->else_body ? visit(n->else_body) : nullptr;
+        Stmt t = visit_branch(n->then_body);
+        Stmt e = n->else_body ? visit_branch(n->else_body) : nullptr;
         --ifs_;
         return std::make_shared<ir::IfNode>(n->cond, t, e, s->span);
       }
@@ -117,7 +120,7 @@ class Expander {
           pending_.erase(f->dst.buffer.get());
           return clear_now(f->dst, s->span);
         }
-        pending_[f->dst.buffer.get()] = {loops_.size(), ifs_};
+        pending_[f->dst.buffer.get()] = {loops_.size(), ifs_, branch_, &f->dst, s->span};
         return nullptr;
       }
       case ir::StmtKind::Copy: return s;  // a cleared accumulator it reads was cleared in place (find_read_clears)
@@ -129,6 +132,28 @@ class Expander {
       case ir::StmtKind::Sync: break;  // unchanged
     }
     return s;
+  }
+
+  // An If branch. A clear in it that no gemm reached before the branch ends is conditional where the next
+  // gemm is not (`if s % 2 == 0: T.clear(acc)`, then `T.gemm(a, b, acc)`): that gemm cannot clear it, so it
+  // runs at the branch's end (nothing between read or wrote the accumulator: a copy would have made it
+  // a read clear), as the zero gemm (review36 R4: the gemm cleared on every iteration)
+  Stmt visit_branch(const Stmt& body) {
+    const int outer = branch_;
+    branch_ = ++branches_;
+    Stmt b = visit(body);
+    std::vector<Stmt> out;
+    if (b) out.push_back(b);
+    std::vector<Pending> left;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.branch != branch_) { ++it; continue; }
+      left.push_back(it->second);
+      it = pending_.erase(it);
+    }
+    for (const Pending& p : left) out.push_back(clear_now(*p.c, p.span));  // (its zero gemm reads pending_)
+    branch_ = outer;
+    if (out.empty()) return b;
+    return out.size() == 1 ? out[0] : seq(std::move(out), body->span);
   }
 
   Stmt expand(const ir::GemmNode* g, const ir::Span& sp) {
@@ -350,6 +375,10 @@ class Expander {
         if (f->dst.buffer->scope == Scope::L0C) last[f->dst.buffer.get()] = f;
       } else if (x->kind == ir::StmtKind::Gemm) {
         auto* g = ir::as<ir::GemmNode>(x);
+        // a first gemm whose C window is not the cleared one cannot clear it by its init: the rows /
+        // columns outside one of the two keep old values or lose them (review36 R5)
+        if (auto it = last.find(g->c.buffer.get()); it != last.end() && !same_window(it->second->dst, g->c))
+          read_clears_.insert(it->second);
         last.erase(g->c.buffer.get());
         operand_dtype_.emplace(g->c.buffer.get(), g->a.buffer->dtype);
       } else if (x->kind == ir::StmtKind::Copy) {
@@ -357,6 +386,15 @@ class Expander {
         if (it != last.end()) read_clears_.insert(it->second);
       }
     });
+  }
+
+  static bool same_window(const ir::Region& a, const ir::Region& b) {
+    if (a.starts.size() != b.starts.size() || a.extents.size() != b.extents.size()) return false;
+    for (size_t i = 0; i < a.starts.size(); ++i)
+      if (!ir::structural_equal(simp(a.starts[i]), simp(b.starts[i])) ||
+          !ir::structural_equal(simp(a.extents[i]), simp(b.extents[i])))
+        return false;
+    return true;
   }
 
   // A clear of the accumulator window `c` that runs where it stands: the zero gemm (Mmad with
@@ -390,6 +428,7 @@ class Expander {
   const target::AscendParams& hw_;
   std::vector<Loop> loops_;
   int ifs_ = 0;
+  int branch_ = 0, branches_ = 0;  // the If branch being visited (visit_branch), how many so far
   int counter_ = 0;
   std::unordered_map<const ir::BufferNode*, Pending> pending_;
   std::vector<ZeroGuard> zero_guards_;
