@@ -803,13 +803,12 @@ TW_CPU_INLINE void prefetch_c(const float* C, long ldc) {
 // unchanged. A prefetch only: results are the same either way.
 // AVX2 (any -march without AVX-512; a 6 x 16 k step is 6 cycles, 16 of them ~100) requests them
 // 16 k steps before the end too, in ukr_f32 and ukr_f32_ra (kRaLateK): flash attention's two
-// gemms (acc_s written, acc_o read and written, both L2-resident) ran 1.0-1.3% faster on a Zen 4
+// gemms (acc_s written, acc_o read and written, both L2-resident) ran 0.7-1.4% faster on a Zen 4
 // core at -march=x86-64-v3, the same for 16, 32 or 48 steps, each micro-kernel about half of it
-// (docs/performance.md "Session 36: ... (h-flash36)"). ukr_f32_ra on AVX-512 is unchanged
-// (kRaLateK -1: not measured there).
-#if defined(__AVX512F__) && (defined(__znver3__) || defined(__znver4__))
-inline constexpr long kCLateK = 16;
-#elif defined(__AVX__) && !defined(__AVX512F__)
+// (docs/performance.md "Session 36: flash attention on AVX2, C's rows requested late").
+// ukr_f32_ra on AVX-512 is unchanged (kRaLateK -1: not measured there).
+#if (defined(__AVX512F__) && (defined(__znver3__) || defined(__znver4__))) || \
+    (defined(__AVX__) && !defined(__AVX512F__))
 inline constexpr long kCLateK = 16;
 #else
 inline constexpr long kCLateK = -1;
