@@ -801,10 +801,22 @@ TW_CPU_INLINE void prefetch_c(const float* C, long ldc) {
 // names Zen 4 znver3 (with AVX-512, which Zen 3 lacks), later compilers znver4. Elsewhere (Intel's
 // 48 KiB 12-way L1, two 512-bit FMA pipes: half the cycles per k step; Zen 5) not measured, so
 // unchanged. A prefetch only: results are the same either way.
-#if defined(__AVX512F__) && (defined(__znver3__) || defined(__znver4__))
+// AVX2 (any -march without AVX-512; a 6 x 16 k step is 6 cycles, 16 of them ~100) requests them
+// 16 k steps before the end too, in ukr_f32 and ukr_f32_ra (kRaLateK): flash attention's two
+// gemms (acc_s written, acc_o read and written, both L2-resident) ran 0.7-1.4% faster on a Zen 4
+// core at -march=x86-64-v3, the same for 16, 32 or 48 steps, each micro-kernel about half of it
+// (docs/performance.md "Session 36: flash attention on AVX2, C's rows requested late").
+// ukr_f32_ra on AVX-512 is unchanged (kRaLateK -1: not measured there).
+#if (defined(__AVX512F__) && (defined(__znver3__) || defined(__znver4__))) || \
+    (defined(__AVX__) && !defined(__AVX512F__))
 inline constexpr long kCLateK = 16;
 #else
 inline constexpr long kCLateK = -1;
+#endif
+#if defined(__AVX512F__)
+inline constexpr long kRaLateK = -1;
+#else
+inline constexpr long kRaLateK = kCLateK;
 #endif
 
 // The fp32 micro-kernels' start: the accumulators at zero, and C's rows requested unless kLate
@@ -860,6 +872,11 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
     __builtin_prefetch(pf2 + 64 * k, 0, 2);
     step();
   }
+  // C's rows requested kCLateK steps before the end (after the pf2 steps if they reach past it)
+  const long k_c = kc > kCLateK ? kc - kCLateK : 0;
+#pragma GCC unroll kKU
+  for (; k < k_c; ++k) step();
+  if constexpr (kCLateK >= 0) prefetch_c<R, NV * kVF>(C, ldc);
 #pragma GCC unroll kKU
   for (; k < kc; ++k) step();
 #else
@@ -962,10 +979,13 @@ __attribute__((noinline)) void ukr_f32_ra(long kc, const float* __restrict A, lo
   for (int g = 0; g < NG; ++g) a[g] = A + (long)(4 * g) * lda;
   const long l2 = 2 * lda, l3 = 3 * lda;
   vf c[R][kNV];
-  start_acc<R>(c, C, ldc);
+  start_acc<R, (kRaLateK >= 0)>(c, C, ldc);
 
   const long pfd = bs == kNR ? 8 * kNR : 2 * kNR;  // B's prefetch distance, as in ukr_f32
+  const long k_c = kRaLateK < 0 ? -1 : kc > kRaLateK ? kc - kRaLateK : 0;  // C's rows requested (kRaLateK)
   for (long k = 0; k < kc; ++k) {
+    if constexpr (kRaLateK >= 0)
+      if (k == k_c) prefetch_c<R, kNV * kVF>(C, ldc);
     vf b[kNV];
 #pragma GCC unroll 4
     for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
