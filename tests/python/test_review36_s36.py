@@ -165,3 +165,164 @@ def test_products_by_literals_past_int32(target):
             [int(v) * L for v in x], [int(v) * 2654435761 for v in x]]
     want = np.array([[(v + 2 ** 31) % 2 ** 32 - 2 ** 31 for v in r] for r in rows], np.int64).astype(np.int32)
     np.testing.assert_array_equal(np.asarray(run_on(_lcg(N), target, [-1], a, x)), want, err_msg=target)
+
+
+def _clear_after(S, variant, dtype, acc_dtype):
+    M = N = K = 16
+
+    @T.prim_func
+    def main(A: T.Tensor((S, M, K), dtype), B: T.Tensor((S, N, K), dtype), Y: T.Tensor((S, M, N), acc_dtype)):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((M, K), dtype)
+            b = T.alloc_shared((N, K), dtype)
+            acc = T.alloc_fragment((M, N), acc_dtype)
+            T.clear(acc)
+            for s in T.serial(S):
+                T.copy(A[s, :, :], a)
+                T.copy(B[s, :, :], b)
+                T.gemm(a, b, acc, transpose_B=True)
+                T.copy(acc, Y[s, :, :])
+                if variant == 0:
+                    T.clear(acc)  # at the end of the body: the next iteration's gemm starts from zero
+                else:
+                    for r in T.serial(1):
+                        T.clear(acc)  # in an inner loop after the gemm
+
+    return main
+
+
+@pytest.mark.parametrize("variant", [0, 1])
+@pytest.mark.parametrize("dtype,acc", [("float16", "float32"), ("int8", "int32")])
+def test_clear_after_the_gemm_in_a_loop(variant, dtype, acc):
+    """review36 R2: `gemm; copy out; clear` in one serial body: each iteration's copy is that iteration's product
+    only (the clear was deferred to the next gemm, already expanded with init on the first iteration: silent sums)."""
+    S = 3
+    rng = np.random.default_rng(369)
+    a = rng.integers(-3, 4, (S, 16, 16)).astype(dtype)
+    b = rng.integers(-3, 4, (S, 16, 16)).astype(dtype)
+    want = np.einsum("smk,snk->smn", a.astype(np.float64), b.astype(np.float64)).astype(acc)
+    for target in TARGETS:
+        got = run_on(_clear_after(S, variant, dtype, acc), target, [-1], a, b)
+        np.testing.assert_array_equal(np.asarray(got), want, err_msg=target)
+
+
+def _state_also_stored(S, dt):
+    @T.prim_func
+    def main(A: T.Tensor((S, 16, 32), dt), B: T.Tensor((S, 32, 16), dt), E: T.Tensor((S, 16, 16), dt),
+             P: T.Tensor((S, 16, 16), dt), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((16, 32), dt)
+            b = T.alloc_shared((32, 16), dt)
+            e = T.alloc_shared((16, 16), dt)
+            p = T.alloc_shared((16, 16), dt)
+            c = T.alloc_fragment((16, 16), "float32")
+            d = T.alloc_fragment((16, 16), "float32")
+            T.clear(d)
+            for s in T.serial(S):
+                T.copy(A[s, :, :], a)
+                T.copy(B[s, :, :], b)
+                T.copy(E[s, :, :], e)
+                T.gemm(a, b, c, clear_accum=True)
+                T.copy(c, p)  # whole fractals, float32 -> 16-bit: a Fixpipe L0C -> L1 candidate
+                T.copy(p, P[s, :, :])  # ... but the operand is also stored to a tensor
+                T.gemm(p, e, d)
+            T.copy(d, Y)
+
+    return main
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_a_fixpipe_operand_also_copied_to_a_tensor(dt):
+    """review36 R3 (h-fixpipe36): an operand a copy to a tensor also reads stays where that copy can read it (it
+    went to L1 only: 'there is no data path L1 -> global')."""
+    import ml_dtypes
+
+    S = 3
+    tdt = np.float16 if dt == "float16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(3610)
+    a = rng.integers(-8, 9, (S, 16, 32)).astype(tdt)
+    b = (rng.integers(-8, 9, (S, 32, 16)) * 0.37).astype(tdt)
+    e = rng.integers(-3, 4, (S, 16, 16)).astype(tdt)
+    p = np.einsum("smk,skn->smn", a.astype(np.float64), b.astype(np.float64)).astype(np.float32).astype(tdt)
+    y = np.einsum("smn,snk->mk", p.astype(np.float64), e.astype(np.float64)).astype(np.float32)
+    for target in TARGETS:
+        k = tw.compile(_state_also_stored(S, dt), target=target, out_idx=[-1])
+        got_p = np.zeros((S, 16, 16), tdt)
+        if target == "cpu":
+            got = k(a, b, e, got_p)
+        else:
+            prof = k.profile(a, b, e, got_p)
+            assert prof["reports"] == [], prof["reports"]
+            got = prof.outputs
+        np.testing.assert_array_equal(np.asarray(got), y, err_msg=target)
+        if target == "cpu":  # (the simulator's profile returns only the out_idx output)
+            np.testing.assert_array_equal(got_p.astype(np.float32), p.astype(np.float32))
+
+
+def _conditional_clear(S, form):
+    M = N = K = 16
+
+    @T.prim_func
+    def main(A: T.Tensor((S, M, K), "float16"), B: T.Tensor((S, K, N), "float16"), Y: T.Tensor((S, M, N), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((M, K), "float16")
+            b = T.alloc_shared((K, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.clear(acc)
+            for s in T.serial(S):
+                T.copy(A[s, :, :], a)
+                T.copy(B[s, :, :], b)
+                if s % 2 == 0:
+                    T.clear(acc)  # a clear on even iterations only
+                if form == 0:
+                    T.gemm(a, b, acc)  # unconditional
+                else:
+                    if s < 100:
+                        T.gemm(a, b, acc)  # in another if of the same depth
+                T.copy(acc, Y[s, :, :])
+
+    return main
+
+
+@pytest.mark.parametrize("form", [0, 1])
+def test_a_conditional_clear_before_the_gemm(form):
+    """review36 R4: the clear of even iterations only; the gemm folded it into its init on every iteration (odd ones
+    lost the sum, no report). It now runs at its branch's end where no gemm of the branch took it."""
+    S = 4
+    rng = np.random.default_rng(3611)
+    a = rng.integers(-3, 4, (S, 16, 16)).astype(np.float16)
+    b = rng.integers(-3, 4, (S, 16, 16)).astype(np.float16)
+    p = np.einsum("smk,skn->smn", a.astype(np.float64), b.astype(np.float64))
+    want = np.stack([p[0], p[0] + p[1], p[2], p[2] + p[3]]).astype(np.float32)
+    for target in TARGETS:
+        np.testing.assert_array_equal(np.asarray(run_on(_conditional_clear(S, form), target, [-1], a, b)), want, err_msg=target)
+
+
+@T.prim_func
+def _window_clear(A: T.Tensor((2, 32, 16), "float16"), B: T.Tensor((2, 16, 16), "float16"), Y: T.Tensor((32, 16), "float32")):
+    with T.Kernel(1) as bx:
+        a = T.alloc_shared((32, 16), "float16")
+        b = T.alloc_shared((16, 16), "float16")
+        acc = T.alloc_fragment((32, 16), "float32")
+        T.clear(acc)
+        T.copy(A[0, :, :], a)
+        T.copy(B[0, :, :], b)
+        T.gemm(a, b, acc)
+        T.fill(acc[0:16, :], 0)  # the top half only
+        T.copy(A[1, :, :], a)
+        T.copy(B[1, :, :], b)
+        T.gemm(a, b, acc)
+        T.copy(acc, Y)
+
+
+def test_a_window_cleared_before_a_whole_gemm():
+    """review36 R5: a clear of part of the accumulator was folded into the next gemm's init, which clears all of it
+    (the bottom half lost its first product, no report); it now runs where it stands."""
+    rng = np.random.default_rng(3612)
+    a = rng.integers(-3, 4, (2, 32, 16)).astype(np.float16)
+    b = rng.integers(-3, 4, (2, 16, 16)).astype(np.float16)
+    p = np.einsum("smk,skn->smn", a.astype(np.float64), b.astype(np.float64))
+    want = p[1].copy()
+    want[16:] += p[0][16:]
+    for target in TARGETS:
+        np.testing.assert_array_equal(np.asarray(run_on(_window_clear, target, [-1], a, b)), want.astype(np.float32), err_msg=target)

@@ -1,6 +1,7 @@
 #include "target/ascend/expand_gemm.h"
 #include "target/ascend/pass_util.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -54,6 +55,9 @@ class Expander {
   struct Pending {
     size_t loops;
     int ifs;
+    int branch;          // the If branch the fill stands in (branch_, 0: none)
+    const ir::Region* c; // the cleared window
+    ir::Span span;       // the fill's
   };
 
   Stmt visit(const Stmt& s) {
@@ -68,8 +72,10 @@ class Expander {
       case ir::StmtKind::For: {
         auto* f = ir::as<ir::ForNode>(s);
         loops_.push_back({f->var, f->min, f->extent, count_gemms(f->body)});
+        gemmed_.emplace_back();
         Stmt body = visit(f->body);
         loops_.pop_back();
+        gemmed_.pop_back();
         // A pending clear left inside the loop (no gemm reached it) stays pending at this depth.
         for (auto& [b, p] : pending_) p.loops = std::min(p.loops, loops_.size());
         Stmt loop = std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, s->span);
@@ -87,8 +93,8 @@ class Expander {
       case ir::StmtKind::If: {
         auto* n = ir::as<ir::IfNode>(s);
         ++ifs_;
-        Stmt t = visit(n->then_body);
-        Stmt e = n->else_body ? visit(n->else_body) : nullptr;
+        Stmt t = visit_branch(n->then_body);
+        Stmt e = n->else_body ? visit_branch(n->else_body) : nullptr;
         --ifs_;
         return std::make_shared<ir::IfNode>(n->cond, t, e, s->span);
       }
@@ -106,8 +112,15 @@ class Expander {
           throw ir::Error("fill of the gemm accumulator '" + f->dst.buffer->name + "' with " + ir::print(f->value) +
                               ": on Ascend an accumulator (L0C) can only start from zero",
                           s->span, "clear it (T.clear) and add the value in a vector epilogue");
-        if (read_clears_.count(f)) return clear_now(f->dst, s->span);
-        pending_[f->dst.buffer.get()] = {loops_.size(), ifs_};
+        // review36 R2: a clear after a gemm into the accumulator inside an enclosing loop (`gemm; copy out;
+        // clear` in one body) is next reached by that gemm in the next iteration, already expanded: it
+        // cannot wait for a gemm either, else that iteration added to the previous one's result
+        if (read_clears_.count(f) ||
+            std::any_of(gemmed_.begin(), gemmed_.end(), [&](const auto& g) { return g.count(f->dst.buffer.get()); })) {
+          pending_.erase(f->dst.buffer.get());
+          return clear_now(f->dst, s->span);
+        }
+        pending_[f->dst.buffer.get()] = {loops_.size(), ifs_, branch_, &f->dst, s->span};
         return nullptr;
       }
       case ir::StmtKind::Copy: return s;  // a cleared accumulator it reads was cleared in place (find_read_clears)
@@ -119,6 +132,28 @@ class Expander {
       case ir::StmtKind::Sync: break;  // unchanged
     }
     return s;
+  }
+
+  // An If branch. A clear in it that no gemm reached before the branch ends is conditional where the next
+  // gemm is not (`if s % 2 == 0: T.clear(acc)`, then `T.gemm(a, b, acc)`): that gemm cannot clear it, so it
+  // runs at the branch's end (nothing between read or wrote the accumulator: a copy would have made it
+  // a read clear), as the zero gemm (review36 R4: the gemm cleared on every iteration)
+  Stmt visit_branch(const Stmt& body) {
+    const int outer = branch_;
+    branch_ = ++branches_;
+    Stmt b = visit(body);
+    std::vector<Stmt> out;
+    if (b) out.push_back(b);
+    std::vector<Pending> left;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.branch != branch_) { ++it; continue; }
+      left.push_back(it->second);
+      it = pending_.erase(it);
+    }
+    for (const Pending& p : left) out.push_back(clear_now(*p.c, p.span));  // (its zero gemm reads pending_)
+    branch_ = outer;
+    if (out.empty()) return b;
+    return out.size() == 1 ? out[0] : seq(std::move(out), body->span);
   }
 
   Stmt expand(const ir::GemmNode* g, const ir::Span& sp) {
@@ -188,6 +223,7 @@ class Expander {
     Buffer a0 = ir::buffer(A->name + "_l0" + sfx, t, g->trans_a ? shape(kp, Mp) : shape(Mp, kp), Scope::L0A, sp);
     Buffer b0 = ir::buffer(B->name + "_l0" + sfx, t, g->trans_b ? shape(Np, kp) : shape(kp, Np), Scope::L0B, sp);
 
+    for (auto& gm : gemmed_) gm.insert(Cb.get());  // (review36 R2)
     // init condition of the first step
     Expr init;
     auto it = pending_.find(Cb.get());
@@ -339,6 +375,10 @@ class Expander {
         if (f->dst.buffer->scope == Scope::L0C) last[f->dst.buffer.get()] = f;
       } else if (x->kind == ir::StmtKind::Gemm) {
         auto* g = ir::as<ir::GemmNode>(x);
+        // a first gemm whose C window is not the cleared one cannot clear it by its init: the rows /
+        // columns outside one of the two keep old values or lose them (review36 R5)
+        if (auto it = last.find(g->c.buffer.get()); it != last.end() && !same_window(it->second->dst, g->c))
+          read_clears_.insert(it->second);
         last.erase(g->c.buffer.get());
         operand_dtype_.emplace(g->c.buffer.get(), g->a.buffer->dtype);
       } else if (x->kind == ir::StmtKind::Copy) {
@@ -348,14 +388,23 @@ class Expander {
     });
   }
 
+  static bool same_window(const ir::Region& a, const ir::Region& b) {
+    if (a.starts.size() != b.starts.size() || a.extents.size() != b.extents.size()) return false;
+    for (size_t i = 0; i < a.starts.size(); ++i)
+      if (!ir::structural_equal(simp(a.starts[i]), simp(b.starts[i])) ||
+          !ir::structural_equal(simp(a.extents[i]), simp(b.extents[i])))
+        return false;
+    return true;
+  }
+
   // A clear of the accumulator window `c` that runs where it stands: the zero gemm (Mmad with
   // init of zero operands), L0C's only write.
   Stmt clear_now(const ir::Region& c, const ir::Span& sp) {
     auto ext = [&](size_t from_end) -> int64_t {
       auto e = c.extents.size() >= from_end ? ir::as_const_int(c.extents[c.extents.size() - from_end]) : std::nullopt;
       if (!e)
-        throw ir::Error("the accumulator window " + ir::print(c) + " is cleared and read before any gemm wrote it, " +
-                            "and its extents are not constants",
+        throw ir::Error("the accumulator window " + ir::print(c) + " is cleared where no gemm can clear it (read " +
+                            "before any gemm wrote it, or after a gemm of the same loop), and its extents are not constants",
                         sp, "clear the whole accumulator (T.clear of the fragment)");
       return *e;
     };
@@ -379,11 +428,14 @@ class Expander {
   const target::AscendParams& hw_;
   std::vector<Loop> loops_;
   int ifs_ = 0;
+  int branch_ = 0, branches_ = 0;  // the If branch being visited (visit_branch), how many so far
   int counter_ = 0;
   std::unordered_map<const ir::BufferNode*, Pending> pending_;
   std::vector<ZeroGuard> zero_guards_;
   std::unordered_set<const ir::FillNode*> read_clears_;
   std::unordered_map<const ir::BufferNode*, ir::DType> operand_dtype_;
+  // per open loop (loops_), the accumulators a gemm in its body wrote so far (review36 R2)
+  std::vector<std::unordered_set<const ir::BufferNode*>> gemmed_;
 };
 
 }  // namespace

@@ -158,10 +158,10 @@ ir::Kernel infer_scope(const ir::Kernel& kernel, const target::Target&) {
   ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
     if (s->kind != ir::StmtKind::Copy) return;
     auto* c = ir::as<ir::CopyNode>(s);
+    ++in_copies[c->src.buffer.get()];  // every copy, a tensor's too (review36 R3: T.copy(p, Y) of an operand
+    ++in_copies[c->dst.buffer.get()];  // the Fixpipe put in L1 only was 'no data path L1 -> global')
     if (!portable(c->src.buffer) || !portable(c->dst.buffer)) return;
     copies.push_back(c);
-    ++in_copies[c->src.buffer.get()];
-    ++in_copies[c->dst.buffer.get()];
   });
   auto on_cube = [&](const ir::CopyNode* c) {
     auto role = [&](const Buffer& b) { auto it = roles.role.find(b.get()); return it == roles.role.end() ? 0u : it->second; };
