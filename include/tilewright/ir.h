@@ -500,11 +500,17 @@ struct AllocNode : StmtNode {
 // atomic (T.atomic_add(dst, src), text `atomic_add src -> dst`): dst += convert(src) instead, each
 // element's read-add-write atomic with respect to the other blocks of the launch (dst a global
 // tensor, src a tile; the sum is rounded once to dst's dtype; docs/language.md "T.atomic_add").
+// checked (text `checked_copy src -> dst`; the Ascend passes that stage a map's element reads of a
+// global tensor, stage_global_maps and legalize_vector, set it): src is a window of a global tensor
+// the map reads element by element, which the language does not clip: the copy still clips it, and
+// the Ascend simulator reports a window not proved inside its tensor that leaves a dimension
+// (select_instructions' window checks), where a T.copy the user writes is clipped without a report.
 struct CopyNode : StmtNode {
   Region src, dst;
   bool atomic = false;
-  CopyNode(Region a, Region b, Span s, bool at = false)
-      : StmtNode(StmtKind::Copy, std::move(s)), src(std::move(a)), dst(std::move(b)), atomic(at) {
+  bool checked = false;
+  CopyNode(Region a, Region b, Span s, bool at = false, bool chk = false)
+      : StmtNode(StmtKind::Copy, std::move(s)), src(std::move(a)), dst(std::move(b)), atomic(at), checked(chk) {
     height = node_height({ir::height(src), ir::height(dst)}, span);
   }
 };

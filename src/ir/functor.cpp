@@ -213,7 +213,7 @@ Stmt Mutator::mutate(const Stmt& s) {
       auto* n = as<CopyNode>(s);
       auto a = mutate_region(n->src), b = mutate_region(n->dst);
       if (same(a, n->src) && same(b, n->dst)) return s;
-      return std::make_shared<CopyNode>(a, b, n->span, n->atomic);
+      return std::make_shared<CopyNode>(a, b, n->span, n->atomic, n->checked);
     }
     case StmtKind::Gemm: {
       auto* n = as<GemmNode>(s);

@@ -429,13 +429,13 @@ class Parser {
     if (w == "if") return if_stmt(sp);
     if (w == "let") return let_stmt(sp);
     if (w == "alloc") return alloc_stmt(sp);
-    if (w == "copy" || w == "atomic_add") {
-      bool atomic = w == "atomic_add";
+    if (w == "copy" || w == "atomic_add" || w == "checked_copy") {
+      bool atomic = w == "atomic_add", checked = w == "checked_copy";
       next();
       Region src = region(sp);
       expect("->");
       Region dst = region(sp);
-      return std::make_shared<CopyNode>(std::move(src), std::move(dst), sp, atomic);
+      return std::make_shared<CopyNode>(std::move(src), std::move(dst), sp, atomic, checked);
     }
     if (w == "gemm") return gemm_stmt(sp);
     if (w == "fill") {

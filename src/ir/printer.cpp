@@ -235,7 +235,7 @@ class Printer {
       }
       case StmtKind::Copy: {
         auto* n = as<CopyNode>(s);
-        line(cat({pre, n->atomic ? "atomic_add " : "copy ", region(n->src, sp), " -> ", region(n->dst, sp)}));
+        line(cat({pre, n->atomic ? "atomic_add " : n->checked ? "checked_copy " : "copy ", region(n->src, sp), " -> ", region(n->dst, sp)}));
         return;
       }
       case StmtKind::Gemm: {

@@ -444,6 +444,10 @@ class Verifier {
         no_tile_op_in_parallel(s);
         auto* n = as<CopyNode>(s);
         if (n->atomic) atomic_add(*n, sp);
+        if (n->checked && (n->atomic || n->src.buffer->scope != Scope::global || n->dst.buffer->scope == Scope::global))
+          fail(sp, "checked_copy " + print(n->src) + " -> " + print(n->dst) + ": a checked copy reads a window of a "
+                   "global tensor into a tile",
+               "checked_copy is the Ascend passes' staged map read (ir.h CopyNode::checked); write copy");
         auto a = region(n->src, sp, n->atomic ? "T.atomic_add" : "copy", true, !n->atomic);
         auto b = region(n->dst, sp, n->atomic ? "T.atomic_add" : "copy", true, !n->atomic);
         auto ua = drop_units(a), ub = drop_units(b);

@@ -313,6 +313,10 @@ class MapLowering {
   bool single_f16_ = false;  // the store is one float16 +, -, * (MapLowering::store)
   const ir::StoreNode* store_st_ = nullptr;  // the store being lowered (index_mask: in place or not)
   Span store_sp_;  // the store being lowered (an index vector's line: a Var's own span is its loop's)
+  // The printed element reads the store always makes (pass_util.h unguarded_loads of its value and
+  // indices): a global one's staged window is checked (stage_global).
+  std::unordered_set<std::string> unguarded_;
+  bool always_read(const Expr& load) const { return unguarded_.count(ir::print(load)) > 0; }
   bool column_store_ = false;  // it stores down a column (its last index free of the map's variables)
   // A 1-D map storing arithmetic down a column of a bfloat16 tile (x[i, 0] = x[i, 0] + cy[i]): its
   // column reads are gathered (contiguous float32 work, as a row's), the result is Cast to bfloat16
@@ -562,8 +566,11 @@ class Legalizer {
   // A global tensor read inside a map, as a UB tile of the extents the map reads (hoisted).
   // Returns the tile and its indices.
   // want: the dtype the map computes with (a converted copy is made next to the copy).
+  // checked: a read the map always makes (not guarded: MapLowering::store): its window's copy is checked
+  // (ir.h CopyNode::checked; a region staged before unchecked becomes checked).
   std::pair<Buffer, std::vector<Expr>> stage_global(const ir::LoadNode* l, const std::vector<Var>& vars,
-                                                    const std::vector<int64_t>& ext, const Span& sp, DType want);
+                                                    const std::vector<int64_t>& ext, const Span& sp, DType want,
+                                                    bool checked = false);
 
   std::vector<Stmt> rewrite_map(const Stmt& s, double wrap_bound = 0);  // wrap_bound: MapLowering::store
   // A UB int32 tile of n elements holding 0, 1, ..., n - 1: the values of a map variable used as
@@ -682,6 +689,7 @@ class Legalizer {
       ir::Region region;
       DType as;
       Buffer tile;
+      std::shared_ptr<ir::CopyNode> copy;  // the copy from the tensor
     };
     std::vector<Staged> staged;  // global regions already copied into a UB tile in this frame
     std::map<std::string, Buffer> half_scratch;  // halve_rows' scratch tiles allocated in this frame
@@ -1698,7 +1706,7 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
 
 std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode* l, const std::vector<Var>& vars,
                                                              const std::vector<int64_t>& ext, const Span& sp,
-                                                             DType want) {
+                                                             DType want, bool checked) {
   const Buffer& g = l->buffer;
   std::vector<Expr> starts, extents, idx;
   std::vector<int64_t> shape;
@@ -1734,10 +1742,14 @@ std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode*
   ir::Region region{g, starts, extents};
   int d = written_.count(g.get()) ? static_cast<int>(frames_.size()) - 1 : needed_depth(starts);
   for (const auto& st : frames_[d].staged)
-    if (st.as == want && same_region(st.region, region)) return {st.tile, idx};
+    if (st.as == want && same_region(st.region, region)) {
+      st.copy->checked = st.copy->checked || checked;
+      return {st.tile, idx};
+    }
   std::vector<Stmt> tmp;
   Buffer b = ub(g, "_ub", g->dtype, shape, sp, tmp);
-  tmp.push_back(std::make_shared<ir::CopyNode>(region, ir::full_region(b), sp));
+  auto copy = std::make_shared<ir::CopyNode>(region, ir::full_region(b), sp, false, checked);
+  tmp.push_back(copy);
   if (want != g->dtype) {
     Buffer c = ub(g, "_ub", want, shape, sp, tmp);
     cast_map(ir::full_region(c), ir::full_region(b), sp, tmp);
@@ -1745,7 +1757,7 @@ std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode*
   }
   std::vector<Stmt>& at = place_at(d);
   for (auto& s : tmp) at.push_back(std::move(s));
-  frames_[d].staged.push_back({region, want, b});
+  frames_[d].staged.push_back({region, want, b, copy});
   return {b, idx};
 }
 
@@ -2855,7 +2867,7 @@ int MapLowering::build_uncached(const Expr& e) {
       n.kind = OpKind::Leaf;
       n.span = sp;
       if (l->buffer->scope == Scope::global) {
-        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(l->buffer->dtype));
+        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(l->buffer->dtype), always_read(e));
         n.buf = b;
         n.idx = idx;
       } else {
@@ -2894,7 +2906,7 @@ int MapLowering::build_uncached(const Expr& e) {
         Node n;
         n.kind = OpKind::Leaf;
         n.span = sp;
-        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(t));
+        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(t), always_read(v));
         n.buf = b;
         n.idx = idx;
         n.dtype = b->dtype;
@@ -3485,6 +3497,9 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   const Span& sp = st->span;
   store_sp_ = sp;
   store_st_ = st;
+  unguarded_.clear();
+  unguarded_loads(st->value, unguarded_);
+  for (const auto& i : st->indices) unguarded_loads(i, unguarded_);
   column_store_ = st->indices.size() >= 2 && !uses_var(st->indices.back(), vj());
   // (and one of any dtype whose value is not scalar-unit arithmetic: a math function, max / min
   // with their NaN selects, a T.where: c[i, 0] = T.max(T.min(a[i], 1.0), -1.0), hunt30 F1)

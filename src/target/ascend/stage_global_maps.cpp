@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <unordered_set>
 
 #include "ir/functor.h"
 #include "ir/printer.h"
@@ -111,6 +112,7 @@ struct Access {
   std::vector<Expr> indices;  // as written
   std::vector<Dim> dims;
   bool stored = false, preload = false;
+  bool checked = false;              // a read the map always makes: its copy is checked (ir.h CopyNode)
   size_t owner = 0;                  // the access whose tile this one uses (itself, or an earlier store)
   std::vector<int64_t> lo, width;    // an owner's: per dim, its tile's first constant index and count (1)
   ir::Buffer tile;                   // of the chunk being built
@@ -230,7 +232,7 @@ class StageMap {
                           s->span, "store each window in its own T.Parallel map, or into a tile copied out with T.copy");
         owner = k;
       }
-      acc_.push_back({st->buffer, st->indices, *dims, true, false, owner, {}, {}, nullptr, {}});
+      acc_.push_back({st->buffer, st->indices, *dims, true, false, false, owner, {}, {}, nullptr, {}});
       Access& o = acc_[owner];
       if (owner == acc_.size() - 1) {
         o.lo.assign(dims->size(), 0);
@@ -252,7 +254,31 @@ class StageMap {
     return true;
   }
 
+  // The printed element reads the map makes whatever its conditions (not under an `if`, nor guarded in an
+  // expression: pass_util.h unguarded_loads).
+  static void unguarded_reads(const Stmt& s, bool in_if, std::unordered_set<std::string>& out) {
+    if (!s) return;
+    switch (s->kind) {
+      case ir::StmtKind::Seq:
+        for (const auto& x : ir::as<ir::SeqNode>(s)->body) unguarded_reads(x, in_if, out);
+        return;
+      case ir::StmtKind::If: {
+        auto* f = ir::as<ir::IfNode>(s);
+        unguarded_loads(f->cond, out, in_if);
+        unguarded_reads(f->then_body, true, out), unguarded_reads(f->else_body, true, out);
+        return;
+      }
+      case ir::StmtKind::Let: return unguarded_loads(ir::as<ir::LetNode>(s)->value, out, in_if);
+      case ir::StmtKind::Store:
+        for (const auto& i : ir::as<ir::StoreNode>(s)->indices) unguarded_loads(i, out, in_if);
+        return unguarded_loads(ir::as<ir::StoreNode>(s)->value, out, in_if);
+      default: return;
+    }
+  }
+
   void collect_reads() {
+    std::unordered_set<std::string> unguarded;
+    unguarded_reads(n_.body, false, unguarded);
     ir::for_each_expr(n_.body, [&](const Expr& x) {
       if (x->kind != ir::ExprKind::Load) return;
       auto* l = ir::as<ir::LoadNode>(x);
@@ -277,7 +303,12 @@ class StageMap {
                         x->span,
                         "copy the rows it reads into a tile first (T.copy(" + l->buffer->name +
                             "[r0, 0], t)) and read the tile in the map: a gather along a tile's last dim runs");
-      acc_.push_back({l->buffer, l->indices, *dims, false, false, acc_.size(), {}, {}, nullptr, {}});
+      // checked: a read the map always makes, at indices serial_maps did not guard for an if arm (a
+      // select(c, e, 0) index reads e's window only where c holds)
+      const bool checked = unguarded.count(ir::print(x)) &&
+                           std::none_of(l->indices.begin(), l->indices.end(),
+                                        [](const Expr& i) { return i->kind == ir::ExprKind::Select; });
+      acc_.push_back({l->buffer, l->indices, *dims, false, false, checked, acc_.size(), {}, {}, nullptr, {}});
     });
   }
 
@@ -351,7 +382,7 @@ class StageMap {
       a.tile = ir::buffer(names_.fresh(a.g->name + "_stage"), a.g->dtype, sh, ir::Scope::fragment, sp_);
       out.push_back(std::make_shared<ir::AllocNode>(a.tile, sp_));
       if (!a.stored || a.preload)
-        out.push_back(std::make_shared<ir::CopyNode>(windows.back(), ir::full_region(a.tile), sp_));
+        out.push_back(std::make_shared<ir::CopyNode>(windows.back(), ir::full_region(a.tile), sp_, false, a.checked));
     }
     struct ToTiles : ir::Mutator {
       StageMap& m;
