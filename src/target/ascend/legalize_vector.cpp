@@ -295,8 +295,8 @@ class Legalizer;
 
 class MapLowering {
  public:
-  MapLowering(Legalizer& L, std::vector<Var> vars, std::vector<int64_t> ext, Span sp)
-      : L_(L), vars_(std::move(vars)), ext_(std::move(ext)), sp_(std::move(sp)) {}
+  MapLowering(Legalizer& L, std::vector<Var> vars, std::vector<int64_t> ext, std::vector<Expr> user, Span sp)
+      : L_(L), vars_(std::move(vars)), ext_(std::move(ext)), user_(std::move(user)), sp_(std::move(sp)) {}
 
   // dst[idx] = value. Appends the statements to out. wrap_bound > 0: the value is an integer of at
   // most that magnitude (computed in float32) to wrap into the int8/uint8 dst (a reduce's sum).
@@ -306,6 +306,7 @@ class MapLowering {
   Legalizer& L_;
   std::vector<Var> vars_;
   std::vector<int64_t> ext_;
+  std::vector<Expr> user_;  // a padded loop's user extents (vec::VectorMap::user)
   Span sp_;
   std::vector<Node> nodes_;
   std::vector<std::pair<Expr, int>> memo_;  // built subexpressions (structural_equal: vars by identity)
@@ -568,9 +569,10 @@ class Legalizer {
   // want: the dtype the map computes with (a converted copy is made next to the copy).
   // checked: a read the map always makes (not guarded: MapLowering::store): its window's copy is checked
   // (ir.h CopyNode::checked; a region staged before unchecked becomes checked).
+  // user: the map's padded loops' user extents (vec::VectorMap::user): a checked window's used extents.
   std::pair<Buffer, std::vector<Expr>> stage_global(const ir::LoadNode* l, const std::vector<Var>& vars,
                                                     const std::vector<int64_t>& ext, const Span& sp, DType want,
-                                                    bool checked = false);
+                                                    bool checked = false, const std::vector<Expr>& user = {});
 
   std::vector<Stmt> rewrite_map(const Stmt& s, double wrap_bound = 0);  // wrap_bound: MapLowering::store
   // A UB int32 tile of n elements holding 0, 1, ..., n - 1: the values of a map variable used as
@@ -594,8 +596,10 @@ class Legalizer {
   // labels. nullptr when the map has no such value.
   Stmt narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre);
   // The map's stores (and lets) over loops vars x ext as single-op maps, the whole tile at once.
+  // user: the loops' user extents (vec::VectorMap::user; empty: none padded).
   std::vector<Stmt> rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
-                                      const std::vector<Stmt>& items, const Span& sp, double wrap_bound);
+                                      const std::vector<Stmt>& items, const Span& sp, double wrap_bound,
+                                      const std::vector<Expr>& user = {});
   // A 1-D map storing down columns of int8 / uint8 (or bool) tiles only (a scan along rows, x[i, j] =
   // x[i, j] + x[i, j - 1] over i): left as it is for select_instructions' column_map, an element loop on
   // the scalar unit, which computes in int and wraps each element as it stores it (a C++ cast), as cpu
@@ -802,7 +806,8 @@ class Legalizer {
         loop_bounds_[f->var.get()] = {f->min, f->extent};
         Stmt body = in_frame(false, {f->var.get()}, [&] { return visit_body(f->body); });
         if (body == f->body) return {s};
-        return {std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, sp)};
+        return {std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, sp,
+                                              f->user_extent)};
       }
       case ir::StmtKind::If: {
         auto* n = as<ir::IfNode>(s);
@@ -1231,7 +1236,7 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
   int64_t granule = vars.size() == 2 && !in_chunk_ ? chunk_granule(items, vars[1].get()) : 0;  // not nested
   if (int64_t rc = granule ? chunk_rows(ext[0], ext[1], granule) : 0; rc && !has_global_load(body)) {
     // a map without temporaries (one Cast) stays whole (no global reads: lowering it has no effects)
-    std::vector<Stmt> whole = rewrite_map_whole(vars, ext, items, sp, wrap_bound);
+    std::vector<Stmt> whole = rewrite_map_whole(vars, ext, items, sp, wrap_bound, m->user);
     if (std::none_of(whole.begin(), whole.end(), [](const Stmt& x) { return x->kind == ir::StmtKind::Alloc; }))
       return whole;
   }
@@ -1240,10 +1245,13 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
     return in_row_chunks(ext[0], rc, sp, [&](const Expr& off, int64_t rows, std::vector<Stmt>& out) {
       Var i = fresh_var(vars[0]->name, sp), j = fresh_var(vars[1]->name, sp);
       Stmt b = ir::substitute(ir_seq(items, sp), {{vars[0], add(off, i)}, {vars[1], j}});
-      for (auto& x : rewrite_map(pfor(i, rows, pfor(j, ext[1], b, sp), sp), wrap_bound)) out.push_back(std::move(x));
+      // a padded loop's user extents (ir.h ForNode::user_extent) as the chunk sees them
+      Expr ui = m->user[0] ? simp(sub(m->user[0], off)) : nullptr;
+      for (auto& x : rewrite_map(pfor(i, rows, pfor(j, ext[1], b, sp, m->user[1]), sp, ui), wrap_bound))
+        out.push_back(std::move(x));
     });
   }
-  return rewrite_map_whole(vars, ext, items, sp, wrap_bound);
+  return rewrite_map_whole(vars, ext, items, sp, wrap_bound, m->user);
 }
 
 Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre) {
@@ -1496,9 +1504,10 @@ struct Interleave {
 };
 
 std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
-                                               const std::vector<Stmt>& items, const Span& sp, double wrap_bound) {
+                                               const std::vector<Stmt>& items, const Span& sp, double wrap_bound,
+                                               const std::vector<Expr>& user) {
   std::vector<Stmt> out;
-  MapLowering ml(*this, vars, ext, sp);
+  MapLowering ml(*this, vars, ext, user, sp);
   std::vector<std::pair<Var, Expr>> lets;
   std::vector<std::shared_ptr<ir::StoreNode>> stores;  // the stores, lets substituted
   for (size_t n = 0; n < items.size(); ++n) {
@@ -1706,9 +1715,10 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
 
 std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode* l, const std::vector<Var>& vars,
                                                              const std::vector<int64_t>& ext, const Span& sp,
-                                                             DType want, bool checked) {
+                                                             DType want, bool checked, const std::vector<Expr>& user) {
   const Buffer& g = l->buffer;
-  std::vector<Expr> starts, extents, idx;
+  std::vector<Expr> starts, extents, idx, used;  // used: ir.h CopyNode::used, where a loop is padded
+  bool padded = false;
   std::vector<int64_t> shape;
   for (const auto& e : l->indices) {
     int v = -1;
@@ -1731,10 +1741,15 @@ std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode*
       extents.push_back(C(ext[v]));
       shape.push_back(ext[v]);
       idx.push_back(vars[v]);
+      const bool pad = static_cast<size_t>(v) < user.size() && user[v];
+      used.push_back(pad ? user[v] : extents.back());
+      padded = padded || pad;
     } else {
       extents.push_back(C(1));
+      used.push_back(extents.back());
     }
   }
+  if (!checked || !padded) used.clear();
   if (shape.empty())
     throw Error("T.Parallel reads one element of global tensor " + q(g->name) +
                     ": a scalar read of memory has no vector instruction",
@@ -1743,12 +1758,13 @@ std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode*
   int d = written_.count(g.get()) ? static_cast<int>(frames_.size()) - 1 : needed_depth(starts);
   for (const auto& st : frames_[d].staged)
     if (st.as == want && same_region(st.region, region)) {
+      if (checked && !st.copy->checked) st.copy->used = used;
       st.copy->checked = st.copy->checked || checked;
       return {st.tile, idx};
     }
   std::vector<Stmt> tmp;
   Buffer b = ub(g, "_ub", g->dtype, shape, sp, tmp);
-  auto copy = std::make_shared<ir::CopyNode>(region, ir::full_region(b), sp, false, checked);
+  auto copy = std::make_shared<ir::CopyNode>(region, ir::full_region(b), sp, false, checked, used);
   tmp.push_back(copy);
   if (want != g->dtype) {
     Buffer c = ub(g, "_ub", want, shape, sp, tmp);
@@ -2867,7 +2883,7 @@ int MapLowering::build_uncached(const Expr& e) {
       n.kind = OpKind::Leaf;
       n.span = sp;
       if (l->buffer->scope == Scope::global) {
-        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(l->buffer->dtype), always_read(e));
+        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(l->buffer->dtype), always_read(e), user_);
         n.buf = b;
         n.idx = idx;
       } else {
@@ -2906,7 +2922,7 @@ int MapLowering::build_uncached(const Expr& e) {
         Node n;
         n.kind = OpKind::Leaf;
         n.span = sp;
-        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(t), always_read(v));
+        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(t), always_read(v), user_);
         n.buf = b;
         n.idx = idx;
         n.dtype = b->dtype;

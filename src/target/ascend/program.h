@@ -138,10 +138,13 @@ struct VecOperand {
 // and tile_end, do not see). Checked by the simulator only: nothing of it is printed.
 // count > 1: the indices index .. index + count - 1 of a window (WindowCheck); the first one outside
 // is reported (index when it is negative, else the dimension's end), as cpu reports the first element.
+// used (null: all count): how many of the window's leading indices the user's iterations
+// read (ir.h CopyNode::used: the rest is a padded loop's, clipped without a report).
 struct DimIndex {
   ir::Expr index, extent;
   int dim = 0;  // the dimension, counted from 0
   int64_t count = 1;
+  ir::Expr used;
 };
 // The window of a map's element reads of a tensor that a checked copy staged (ir.h
 // CopyNode::checked): its dims not proved inside the tensor. The language does not clip a map's
@@ -223,12 +226,15 @@ struct CopyGmToUb {
 
 // MTE3. UB -> GM, DataCopyPad. Same fields as CopyGmToUb (src_stride multiple of 32).
 // atomic (T.atomic_add): the bytes are added into GM (see DataCopyPadUbToGm).
+// window: a checked store's (ir.h CopyNode::checked: a map's element stores staged as one window,
+// hunt35 F1): the simulator reports the window leaving a dimension (WindowCheck, not printed).
 struct CopyUbToGm {
   LocalRef src;
   GmRef dst;
   ir::DType dtype;
   ir::Expr n_rows, row_bytes, src_stride, dst_stride;
   bool atomic = false;
+  WindowCheck window;
 };
 
 // V. UB -> UB, DataCopy(dst, src, DataCopyParams) (strides and lengths multiples of 32 B).
@@ -348,6 +354,7 @@ struct DataCopyPadUbToGm {
   ir::DType dtype;
   ir::Expr blockCount, blockLen, srcStride, dstStride;
   bool atomic = false;
+  WindowCheck window;  // CopyUbToGm's (checker metadata, not printed)
 };
 
 // V. DataCopy(dst UB, src UB, DataCopyParams{blockCount, blockLen, srcStride, dstStride}): blockCount

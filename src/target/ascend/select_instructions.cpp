@@ -780,7 +780,7 @@ class Lowerer {
         };
         ir::Region src = region(n->src), dst = region(n->dst);
         if (!loads.empty())
-          return with_loads(std::move(loads), lower(std::make_shared<ir::CopyNode>(src, dst, n->span, n->atomic, n->checked), inside), sp);
+          return with_loads(std::move(loads), lower(std::make_shared<ir::CopyNode>(src, dst, n->span, n->atomic, n->checked, n->used), inside), sp);
         if (!inside) outside_scope(s, "a tile op");
         return lower_tile_op(s);
       }
@@ -1326,7 +1326,7 @@ class Lowerer {
       auto col0 = ir::as_const_int(n->dst.starts.back());
       bool to_row_end = col0 && *col0 + g.cols == w.buf->cols;  // the bytes after each row are padding
       return seq({zero_tile(w, g.total_rows(), g.cols, ub_stride, is_short, sp, to_row_end,
-                            n->checked ? window_check(n->src, sp) : WindowCheck{}),
+                            n->checked ? window_check(n->src, n->used, sp) : WindowCheck{}),
                   copy},
                  sp);
     }
@@ -1342,7 +1342,7 @@ class Lowerer {
         return emit(CopyUbToGm{local(w, add(mul(add(row, g.skip_rows), C(ub_stride * b)), mul(g.skip_cols, C(b)))),
                                GmRef{g.param, add(g.offset, gm)},
                                dt, g.valid_rows, mul(g.valid_cols, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)),
-                               n->atomic},
+                               n->atomic, n->checked ? window_check(n->dst, n->used, sp) : WindowCheck{}},
                     sp);
       });
     }
@@ -1380,13 +1380,14 @@ class Lowerer {
   // to_row_end: the window ends at its rows' last column (what follows in each row is padding).
   // A checked copy's window (ir.h CopyNode::checked: a map's element reads of a tensor): each dim not
   // proved inside the tensor, start .. start + extent - 1 against the dim (program.h WindowCheck).
-  WindowCheck window_check(const ir::Region& r, const Span& sp) {
+  WindowCheck window_check(const ir::Region& r, const std::vector<Expr>& used, const Span& sp) {
     WindowCheck wc;
     auto ext = const_extents(r, sp);
     for (size_t d = 0; d < ext.size(); ++d) {
       Expr st = start32(r.starts[d]);
       if (!inside(st, ext[d], r.buffer->shape[d]))
-        wc.dims.push_back(DimIndex{st, idx32(r.buffer->shape[d]), static_cast<int>(d), ext[d]});
+        wc.dims.push_back(DimIndex{st, idx32(r.buffer->shape[d]), static_cast<int>(d), ext[d],
+                                   used.empty() ? nullptr : simp(idx32(used[d]))});
     }
     if (!wc.dims.empty()) wc.param = params_.at(r.buffer.get());
     return wc;
@@ -1470,11 +1471,12 @@ class Lowerer {
       p_.buffers.back().temp_of = n->src.buffer->name;  // a capacity error names the tile it serves
     }
     int scratch = it->second;
+    const WindowCheck wc = n->checked ? window_check(n->dst, n->used, sp) : WindowCheck{};  // on both stores
     return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
       Expr first = add(row, g.skip_rows);  // the tile row of the first row stored
       StmtPtr main = emit(CopyUbToGm{local(w, add(mul(first, C(ub_stride * b)), mul(a, C(b)))),
                                      GmRef{g.param, add(add(g.offset, gm), mul(head, C(b)))}, dt, g.valid_rows,
-                                     mul(rest, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)), n->atomic},
+                                     mul(rest, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)), n->atomic, wc},
                           sp);
       ir::Var r = ir::var("_hr" + std::to_string(window_loops_++), ir::kIndexType, sp);
       ir::Var j = ir::var("_hc" + std::to_string(window_loops_++), ir::kIndexType, sp);
@@ -1492,7 +1494,7 @@ class Lowerer {
       body.push_back(for_(r, g.valid_rows, for_(j, head, move, sp), sp));
       if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
       body.push_back(emit(CopyUbToGm{LocalRef{scratch, C(0)}, GmRef{g.param, add(g.offset, gm)}, dt, g.valid_rows,
-                                     mul(head, C(b)), C(32), mul(g.row_stride, C(b)), n->atomic},
+                                     mul(head, C(b)), C(32), mul(g.row_stride, C(b)), n->atomic, wc},
                           sp));
       if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
       StmtPtr h = if_(simp(ir::binary(ir::BinOp::GT, head, C(0))), seq(std::move(body), sp), nullptr, sp);

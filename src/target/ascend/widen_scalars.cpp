@@ -347,7 +347,10 @@ struct Fields {
   void operator()(LocalRef& r) const { f(r.offset); }
   void operator()(GmRef& r) const { f(r.offset); }
   void operator()(std::vector<DimIndex>& dims) const {
-    for (auto& d : dims) f(d.index), f(d.extent);
+    for (auto& d : dims) {
+      f(d.index), f(d.extent);
+      if (d.used) f(d.used);
+    }
   }
   void operator()(WindowCheck& w) const { (*this)(w.dims); }
   template <class... X>
@@ -367,7 +370,7 @@ void map_fields(InstrOp& op, F&& fn, const ir::Span& span) {
         f.all(c.src, c.dst, c.blockCount, c.blockLen, c.srcStride, c.dstStride, c.leftPadding, c.rightPadding,
               c.paddingValue);
       },
-      [&](DataCopyPadUbToGm& c) { f.all(c.src, c.dst, c.blockCount, c.blockLen, c.srcStride, c.dstStride); },
+      [&](DataCopyPadUbToGm& c) { f.all(c.src, c.dst, c.blockCount, c.blockLen, c.srcStride, c.dstStride, c.window); },
       [&](DataCopyUbToUb& c) { f.all(c.src, c.dst, c.blockCount, c.blockLen, c.srcStride, c.dstStride); },
       [&](LoadData2D& c) { f.all(c.src, c.dst, c.startIndex, c.repeatTimes, c.srcStride, c.sid, c.dstGap); },
       [&](LoadData3DV2& c) {

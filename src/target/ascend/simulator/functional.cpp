@@ -223,6 +223,19 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           size_t first = out.size();
           operand(x.dst, Rect{0, x.count, written, x.dst_pitch()}, true, 1, "destination");
           for (size_t i = first; i < out.size(); ++i) out[i].atomic = x.atomic;
+          // a checked store's window (program.h CopyUbToGm::window): a map's element stores staged as one window
+          // leave the tensor (hunt35 F1). Reported, not failed: the copy still clips (nothing stored there).
+          if (ok && x.window.dim >= 0) {
+            const ROutsideDim& o = x.window;
+            report(ReportKind::OutOfBounds,
+                   outside_text(RMem{true, x.window_param, 0}, o, "a T.Parallel map stores") + " (its element "
+                       "stores cover indices " + std::to_string(o.start) + " .. " + std::to_string(o.start + o.count - 1) +
+                       " of it, copied out as one window whose elements outside the tensor are not stored here; on "
+                       "cpu another row's elements or past the tensor). A map's element stores are not clipped as a "
+                       "T.copy window is: keep each index within its dimension (guard the store with an `if`), or "
+                       "store into a tile and T.copy it out (clipped)",
+                   {describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
+          }
         } else if constexpr (std::is_same_v<T, RLoad2D>) {
           invalid(!mem_is(x.dst, {Mem::L0A, Mem::L0B}), "LoadData with LoadData2DParams writes an L0A or L0B buffer");
           invalid(!mem_is(x.src, {Mem::L1}), "LoadData with LoadData2DParams reads an L1 buffer");

@@ -107,13 +107,15 @@ double call_scalar(const Call& x, Get&& get) {
 
 // Every index of `dims` evaluated (build's calls of `get` do not depend on the values: they compile
 // the expressions in this order), the first outside its dimension kept (of a window: its start when
-// negative, else the dimension's end).
+// negative, else the dimension's end); a window's indices past its `used` ones are not checked (none
+// when used <= 0).
 template <class Get>
 ROutsideDim outside_dim(const std::vector<DimIndex>& dims, Get&& get) {
   ROutsideDim o;
   for (const auto& d : dims) {
     const int64_t i = get(d.index).i, n = get(d.extent).i;
-    if (o.dim < 0 && (i < 0 || i + d.count > n)) o = ROutsideDim{d.dim, i < 0 ? i : std::max(i, n), n, i, d.count};
+    const int64_t u = d.used ? std::min(d.count, get(d.used).i) : d.count;
+    if (o.dim < 0 && u > 0 && (i < 0 || i + u > n)) o = ROutsideDim{d.dim, i < 0 ? i : std::max(i, n), n, i, u};
   }
   return o;
 }
@@ -164,6 +166,7 @@ ROp build(const InstrOp& op, Get&& get) {
             r.count = get(x.blockCount).i, r.len = get(x.blockLen).i;
             r.src_stride = get(x.srcStride).i, r.dst_stride = get(x.dstStride).i;
             r.atomic = x.atomic;
+            r.window_param = x.window.param, r.window = outside_dim(x.window.dims, get);
             return r;
           },
           [&](const DataCopyUbToUb& x) -> ROp {

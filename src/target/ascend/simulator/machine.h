@@ -61,6 +61,9 @@ struct RNd2Nz {
   int64_t nd_num, n, d, src_nd_stride, src_d, c0_stride, n_stride, nz_matrix_stride;
   int64_t col_start = 0;  // DataCopyNd2Nz::col_start (0 when not set): negative = a read before column 0
 };
+// The first index of an element access (or of a window's indices start .. start + count - 1) outside its
+// dimension (program.h DimIndex); dim -1: none.
+struct ROutsideDim { int dim = -1; int64_t index = 0, extent = 0, start = 0, count = 1; };
 // DataCopyPad (GM -> UB, UB -> GM) and DataCopy (UB -> UB) in the API's fields; the byte geometry
 // the fields describe is given by the member functions.
 struct RDataCopy {
@@ -71,6 +74,8 @@ struct RDataCopy {
   int64_t left = 0, right = 0;
   double pad_value = 0;
   bool atomic = false;  // UbToGm after SetAtomicAdd<dt>: added into GM (program.h DataCopyPadUbToGm)
+  int window_param = -1;  // UbToGm: the tensor of the window check it carries (program.h WindowCheck)
+  ROutsideDim window;
   int es() const { return ir::DType(dt).bytes(); }
   int64_t bytes() const { return kind == UbToUb ? len * 32 : len; }  // data bytes of one burst
   // bytes one UB burst occupies (GM -> UB: padding elements + data rounded up to 32 B)
@@ -96,9 +101,6 @@ struct RFixpipe {
 };
 // VecCallL2 / VecCallL0 (program.h). A level-2 call is executed as one repeat of `mask = count`
 // contiguous elements (block stride 1); `l0` keeps which form it was for the API rules and costs.
-// The first index of an element access (or of a window's indices start .. start + count - 1) outside its
-// dimension (program.h DimIndex); dim -1: none.
-struct ROutsideDim { int dim = -1; int64_t index = 0, extent = 0, start = 0, count = 1; };
 struct RVecCall {
   VecApi api = VecApi::Add;
   bool l0 = false;
