@@ -93,3 +93,27 @@ def test_ir_text_of_the_padded_loop_and_the_checked_window():
     assert used and all(" used [min(" in ln for ln in used), used  # W's window: the user's columns checked
     for text in (split, legal):  # the text forms read back
         assert ir.print_kernel(ir.parse_kernel(text)) == text
+
+
+def test_clipped_row_group_is_not_reported():
+    """split_rows: 7 rows of 4096 float32 in groups of 3, the last group clipped (rows 7, 8 are padding) while the map
+    reads the tensor S at its row: no report, the values exact against numpy and cpu."""
+    R, C = 7, 4096
+
+    @T.prim_func
+    def k(X: T.Tensor((R, C), "float32"), S: T.Tensor((R, C), "float32"), Y: T.Tensor((R, C), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((R, C), "float32")
+            t = T.alloc_fragment((R, C), "float32")
+            T.copy(X[0, 0], x)
+            for i, j in T.Parallel(R, C):
+                t[i, j] = x[i, j] * S[i, j] + 1.0
+            T.copy(t, Y[0, 0])
+
+    x = np.arange(R * C, dtype=np.float32).reshape(R, C) % 7
+    s = np.arange(R * C, dtype=np.float32).reshape(R, C) % 5 - 2
+    kernel = tw.compile(k, target=TARGET, out_idx=[-1])
+    assert ", user=min(" in kernel.get_ir("split_rows")  # the clipped group's padded rows
+    prof = kernel.profile(x, s)
+    assert prof["reports"] == [] and prof.outputs.tolist() == (x * s + 1).tolist(), prof["reports"]
+    assert tw.compile(k, out_idx=[-1])(x, s).tolist() == (x * s + 1).tolist()
