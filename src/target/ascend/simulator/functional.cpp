@@ -151,6 +151,19 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
     return what + " index " + std::to_string(o.index) + " of dimension " + std::to_string(o.dim) + " of " +
            buffer_name(m, true) + ", which has " + std::to_string(o.extent) + ": outside the dimension";
   };
+  // A staged window of a map's element reads / stores (verb) that leaves its tensor (program.h WindowCheck;
+  // hunt34 F3, hunt35 F1): reported, not failed (the copy still clips). here: what the copy did there; fix: the
+  // hint's ways after "keep each index within its dimension (".
+  auto window_report = [&](int param, const ROutsideDim& o, const std::string& verb, const std::string& here,
+                           const std::string& fix) {
+    if (!ok || o.dim < 0) return;
+    report(ReportKind::OutOfBounds,
+           outside_text(RMem{true, param, 0}, o, "a T.Parallel map " + verb) + " (its element " + verb + " cover " +
+               "indices " + std::to_string(o.start) + " .. " + std::to_string(o.start + o.count - 1) + " of it, " +
+               here + "; on cpu another row's elements or past the tensor). A map's element " + verb +
+               " are not clipped as a T.copy window is: keep each index within its dimension (" + fix,
+           {describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
+  };
   // A scalar-unit element whose index leaves its dimension (hunt34 F1 / F2): inside the buffer, another
   // row's element, which the flat bounds above accept.
   auto outside_dim = [&](const RMem& m, const ROutsideDim& o, const char* what) {
@@ -225,17 +238,9 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           for (size_t i = first; i < out.size(); ++i) out[i].atomic = x.atomic;
           // a checked store's window (program.h CopyUbToGm::window): a map's element stores staged as one window
           // leave the tensor (hunt35 F1). Reported, not failed: the copy still clips (nothing stored there).
-          if (ok && x.window.dim >= 0) {
-            const ROutsideDim& o = x.window;
-            report(ReportKind::OutOfBounds,
-                   outside_text(RMem{true, x.window_param, 0}, o, "a T.Parallel map stores") + " (its element "
-                       "stores cover indices " + std::to_string(o.start) + " .. " + std::to_string(o.start + o.count - 1) +
-                       " of it, copied out as one window whose elements outside the tensor are not stored here; on "
-                       "cpu another row's elements or past the tensor). A map's element stores are not clipped as a "
-                       "T.copy window is: keep each index within its dimension (guard the store with an `if`), or "
-                       "store into a tile and T.copy it out (clipped)",
-                   {describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
-          }
+          window_report(x.window_param, x.window, "stores", "copied out as one window whose elements outside the "
+                        "tensor are not stored here", "guard the store with an `if`), or store into a tile and T.copy "
+                        "it out (clipped)");
         } else if constexpr (std::is_same_v<T, RLoad2D>) {
           invalid(!mem_is(x.dst, {Mem::L0A, Mem::L0B}), "LoadData with LoadData2DParams writes an L0A or L0B buffer");
           invalid(!mem_is(x.src, {Mem::L1}), "LoadData with LoadData2DParams reads an L1 buffer");
@@ -305,17 +310,9 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
             level0_operand(operand, x.dst, des, x.mask, x.repeat, x.blk[0], x.rep[0], true, "dst");
           // the zero fill of a staged window's tail (program.h WindowCheck): the window of a map's element reads
           // leaves the tensor (hunt34 F3). Reported, not failed: the fill still runs (the tile reads 0 there).
-          if (ok && x.window.dim >= 0) {
-            const ROutsideDim& o = x.window;
-            report(ReportKind::OutOfBounds,
-                   outside_text(RMem{true, x.window_param, 0}, o, "a T.Parallel map reads") + " (its element reads "
-                       "cover indices " + std::to_string(o.start) + " .. " + std::to_string(o.start + o.count - 1) +
-                       " of it, copied in as one window whose elements outside the tensor read as 0 here; on cpu "
-                       "another row's elements or past the tensor). A map's element reads are not clipped as a T.copy "
-                       "window is: keep each index within its dimension (clamp it, or guard the read with "
-                       "T.if_then_else), or T.copy the window into a tile first (zeros outside) and read the tile",
-                   {describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
-          }
+          window_report(x.window_param, x.window, "reads", "copied in as one window whose elements outside the "
+                        "tensor read as 0 here", "clamp it, or guard the read with T.if_then_else), or T.copy the "
+                        "window into a tile first (zeros outside) and read the tile");
         } else if constexpr (std::is_same_v<T, RWholeReduce>) {
           int es = es_of(x.dt);
           level0_operand(operand, x.src, es, x.mask, x.repeat, x.src_blk, x.src_rep, false, "src");
