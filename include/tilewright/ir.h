@@ -444,16 +444,24 @@ std::vector<Stmt> stmts_of(const Stmt& s);
 enum class ForKind : uint8_t { TW_FOR_KINDS(TW_ENUMERATOR) };
 std::string_view forkind_name(ForKind k);
 std::optional<ForKind> parse_forkind(std::string_view name);
+// user_extent (text `for j in parallel(0, 8192, user=...)`; null where every iteration is the
+// user's): a T.Parallel loop an Ascend pass padded past the iterations the user's loop makes
+// (split_cols' last column block, which overhangs the row: user_extent = min(Cb, N - offset)). Its
+// first user_extent iterations are the user's, the others padding: a staged window of a map's element
+// reads is checked only over the part the user's iterations read (CopyNode::used), the padding's
+// elements keep the copy's clipping (read as 0, never stored).
 struct ForNode : StmtNode {
   Var var;
   Expr min, extent;
   ForKind for_kind;
   int num_stages;  // pipelined only (>= 1); 0 otherwise
   Stmt body;
-  ForNode(Var v, Expr mn, Expr ext, ForKind fk, int stages, Stmt b, Span s)
+  Expr user_extent;
+  ForNode(Var v, Expr mn, Expr ext, ForKind fk, int stages, Stmt b, Span s, Expr user = nullptr)
       : StmtNode(StmtKind::For, std::move(s)), var(std::move(v)), min(std::move(mn)),
-        extent(std::move(ext)), for_kind(fk), num_stages(stages), body(body_form(std::move(b))) {
-    height = node_height({ir::height(min), ir::height(extent), ir::height(body)}, span);
+        extent(std::move(ext)), for_kind(fk), num_stages(stages), body(body_form(std::move(b))),
+        user_extent(std::move(user)) {
+    height = node_height({ir::height(min), ir::height(extent), ir::height(body), ir::height(user_extent)}, span);
   }
 };
 
@@ -500,12 +508,25 @@ struct AllocNode : StmtNode {
 // atomic (T.atomic_add(dst, src), text `atomic_add src -> dst`): dst += convert(src) instead, each
 // element's read-add-write atomic with respect to the other blocks of the launch (dst a global
 // tensor, src a tile; the sum is rounded once to dst's dtype; docs/language.md "T.atomic_add").
+// checked (text `checked_copy src -> dst`; the Ascend passes that stage a map's element reads of a
+// global tensor, stage_global_maps and legalize_vector, set it): src is a window of a global tensor
+// the map reads element by element, which the language does not clip: the copy still clips it, and
+// the Ascend simulator reports a window not proved inside its tensor that leaves a dimension
+// (select_instructions' window checks), where a T.copy the user writes is clipped without a report.
+// A checked store (stage_global_maps' copy out of a map's element stores, hunt35 F1) is the same
+// with the tensor's window as dst.
+// used (checked only; text `checked_copy src -> dst used [e0, e1]`; empty: the whole window): per dim
+// of the tensor's window, how many of the window's leading elements the user's iterations read (a padded loop's
+// ForNode::user_extent): the elements after them are padding, clipped without a report.
 struct CopyNode : StmtNode {
   Region src, dst;
   bool atomic = false;
-  CopyNode(Region a, Region b, Span s, bool at = false)
-      : StmtNode(StmtKind::Copy, std::move(s)), src(std::move(a)), dst(std::move(b)), atomic(at) {
-    height = node_height({ir::height(src), ir::height(dst)}, span);
+  bool checked = false;
+  std::vector<Expr> used;
+  CopyNode(Region a, Region b, Span s, bool at = false, bool chk = false, std::vector<Expr> u = {})
+      : StmtNode(StmtKind::Copy, std::move(s)), src(std::move(a)), dst(std::move(b)), atomic(at), checked(chk),
+        used(std::move(u)) {
+    height = node_height({ir::height(src), ir::height(dst), ir::height(used)}, span);
   }
 };
 

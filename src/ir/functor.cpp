@@ -47,6 +47,7 @@ void Visitor::visit(const Stmt& s) {
     case StmtKind::For: {
       auto* n = as<ForNode>(s);
       visit(n->min); visit(n->extent); visit(n->body);
+      if (n->user_extent) visit(n->user_extent);
       return;
     }
     case StmtKind::If: {
@@ -63,7 +64,10 @@ void Visitor::visit(const Stmt& s) {
       return;
     }
     case StmtKind::Alloc: visit_buffer(as<AllocNode>(s)->buffer); return;
-    case StmtKind::Copy: visit_region(as<CopyNode>(s)->src); visit_region(as<CopyNode>(s)->dst); return;
+    case StmtKind::Copy:
+      visit_region(as<CopyNode>(s)->src), visit_region(as<CopyNode>(s)->dst);
+      for (const Expr& e : as<CopyNode>(s)->used) visit(e);
+      return;
     case StmtKind::Gemm: {
       auto* n = as<GemmNode>(s);
       visit_region(n->a); visit_region(n->b); visit_region(n->c);
@@ -177,8 +181,9 @@ Stmt Mutator::mutate(const Stmt& s) {
       auto* n = as<ForNode>(s);
       auto mn = mutate(n->min), ext = mutate(n->extent);
       auto body = mutate(n->body);
-      if (mn == n->min && ext == n->extent && body == n->body) return s;
-      return std::make_shared<ForNode>(n->var, mn, ext, n->for_kind, n->num_stages, body, n->span);
+      auto user = n->user_extent ? mutate(n->user_extent) : n->user_extent;
+      if (mn == n->min && ext == n->extent && body == n->body && user == n->user_extent) return s;
+      return std::make_shared<ForNode>(n->var, mn, ext, n->for_kind, n->num_stages, body, n->span, user);
     }
     case StmtKind::If: {
       auto* n = as<IfNode>(s);
@@ -212,8 +217,11 @@ Stmt Mutator::mutate(const Stmt& s) {
     case StmtKind::Copy: {
       auto* n = as<CopyNode>(s);
       auto a = mutate_region(n->src), b = mutate_region(n->dst);
-      if (same(a, n->src) && same(b, n->dst)) return s;
-      return std::make_shared<CopyNode>(a, b, n->span, n->atomic);
+      std::vector<Expr> used;
+      bool same_used = true;
+      for (const Expr& e : n->used) used.push_back(mutate(e)), same_used = same_used && used.back() == e;
+      if (same(a, n->src) && same(b, n->dst) && same_used) return s;
+      return std::make_shared<CopyNode>(a, b, n->span, n->atomic, n->checked, std::move(used));
     }
     case StmtKind::Gemm: {
       auto* n = as<GemmNode>(s);

@@ -429,13 +429,21 @@ class Parser {
     if (w == "if") return if_stmt(sp);
     if (w == "let") return let_stmt(sp);
     if (w == "alloc") return alloc_stmt(sp);
-    if (w == "copy" || w == "atomic_add") {
-      bool atomic = w == "atomic_add";
+    if (w == "copy" || w == "atomic_add" || w == "checked_copy") {
+      bool atomic = w == "atomic_add", checked = w == "checked_copy";
       next();
       Region src = region(sp);
       expect("->");
       Region dst = region(sp);
-      return std::make_shared<CopyNode>(std::move(src), std::move(dst), sp, atomic);
+      std::vector<Expr> used;
+      if (checked && is_word(peek(), "used")) {
+        next();
+        expect("[");
+        do used.push_back(expr(sp));
+        while (accept(","));
+        expect("]");
+      }
+      return std::make_shared<CopyNode>(std::move(src), std::move(dst), sp, atomic, checked, std::move(used));
     }
     if (w == "gemm") return gemm_stmt(sp);
     if (w == "fill") {
@@ -531,7 +539,14 @@ class Parser {
     expect(",");
     Expr ext = expr(sp);
     int stages = 0;
-    if (accept(",")) {
+    Expr user;
+    while (accept(",")) {
+      if (is_word(peek(), "user")) {
+        next();
+        expect("=");
+        user = expr(sp);
+        continue;
+      }
       expect_word("stages");
       expect("=");
       stages = static_cast<int>(int_value(next(), "number of stages"));
@@ -542,7 +557,7 @@ class Parser {
     define(nt.text, Symbol{v, nullptr, false}, nt);
     Stmt body = block(sp);
     scopes_.pop_back();
-    return std::make_shared<ForNode>(v, mn, ext, *kind, stages, body, sp);
+    return std::make_shared<ForNode>(v, mn, ext, *kind, stages, body, sp, user);
   }
 
   Stmt if_stmt(const Span& sp) {

@@ -200,6 +200,7 @@ class Printer {
         std::string h = cat({pre, "for ", decl_var(n->var, sp, false), " in ", std::string(forkind_name(n->for_kind)),
                              "(", expr(n->min, sp), ", ", expr(n->extent, sp)});
         if (n->for_kind == ForKind::pipelined || n->num_stages != 0) h += ", stages=" + std::to_string(n->num_stages);
+        if (n->user_extent) h += ", user=" + expr(n->user_extent, sp);
         h += ")";
         block(h, n->body, sp);
         return;
@@ -235,7 +236,11 @@ class Printer {
       }
       case StmtKind::Copy: {
         auto* n = as<CopyNode>(s);
-        line(cat({pre, n->atomic ? "atomic_add " : "copy ", region(n->src, sp), " -> ", region(n->dst, sp)}));
+        std::string used;
+        for (const Expr& e : n->used) used += (used.empty() ? " used [" : ", ") + expr(e, sp);
+        if (!used.empty()) used += "]";
+        line(cat({pre, n->atomic ? "atomic_add " : n->checked ? "checked_copy " : "copy ", region(n->src, sp), " -> ",
+                  region(n->dst, sp), used}));
         return;
       }
       case StmtKind::Gemm: {

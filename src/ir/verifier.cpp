@@ -444,6 +444,16 @@ class Verifier {
         no_tile_op_in_parallel(s);
         auto* n = as<CopyNode>(s);
         if (n->atomic) atomic_add(*n, sp);
+        if (n->checked && (n->atomic || (n->src.buffer->scope == Scope::global) == (n->dst.buffer->scope == Scope::global)))
+          fail(sp, "checked_copy " + print(n->src) + " -> " + print(n->dst) + ": a checked copy moves a window of a "
+                   "global tensor into a tile or out of one",
+               "checked_copy is the Ascend passes' staged map read (ir.h CopyNode::checked); write copy");
+        const Region& win = n->src.buffer->scope == Scope::global ? n->src : n->dst;
+        if (!n->used.empty() && n->used.size() != win.extents.size())
+          fail(sp, "checked_copy " + print(n->src) + " -> " + print(n->dst) + " has " + std::to_string(n->used.size()) +
+                   " used extents for " + std::to_string(win.extents.size()) + " dims",
+               "give one per dim of the tensor's window (ir.h CopyNode::used)");
+        for (const Expr& e : n->used) int_expr(e, sp, "used extent of checked_copy");
         auto a = region(n->src, sp, n->atomic ? "T.atomic_add" : "copy", true, !n->atomic);
         auto b = region(n->dst, sp, n->atomic ? "T.atomic_add" : "copy", true, !n->atomic);
         auto ua = drop_units(a), ub = drop_units(b);
@@ -616,6 +626,12 @@ class Verifier {
            "a parallel loop is an elementwise map; nest only parallel loops in it, or move this loop outside");
     int_expr(n->min, sp, "lower bound of " + loop + " " + q(n->var->name));
     int_expr(n->extent, sp, "extent of " + loop + " " + q(n->var->name));
+    if (n->user_extent) {
+      if (n->for_kind != ForKind::parallel)
+        fail(sp, "user= on the " + loop + " over " + q(n->var->name) + ": only a parallel loop a pass padded has it",
+             "user= is written by the Ascend passes that pad a map (ir.h ForNode::user_extent); remove it");
+      int_expr(n->user_extent, sp, "user extent of " + loop + " " + q(n->var->name));
+    }
     if (!n->var->dtype.is_int())
       fail(sp, "loop variable " + q(n->var->name) + " must be an integer, got " + dt(n->var->dtype));
     if (n->for_kind == ForKind::pipelined && n->num_stages < 1)

@@ -7,7 +7,7 @@ range: the simulator's checker bounds an element access by the whole buffer's by
 an index past its dimension but inside the buffer was read (or written) silently on ascend910b, where the cpu
 target reports it at the line (always for tiles, under TW_BOUNDS_CHECK=1 for tensors). F1 / F2 (scalar-unit
 accesses) are fixed here (program.h DimIndex: the simulator checks each index against its dimension); F3 (a
-map's element read of a tensor) is a strict xfail on ascend910b (it flips when fixed). Each has an in-range
+map's element read of a tensor) by h-bounds35 (a checked staged copy: ir.h CopyNode::checked). Each has an in-range
 control. Results are exact integers, so no tolerance is needed.
 """
 import pathlib
@@ -61,10 +61,10 @@ def _row_read():
 # hunt34 F1 (fixed by h-hunt34): a scalar read of a GM tensor at an index past its dimension but inside the tensor
 # (Table[0, 3] of a (2, 3) table) returned Table[1, 0] on ascend910b without a report (paged decode with a context
 # length past its block-table row read the next sequence's page numbers); cpu reports it under TW_BOUNDS_CHECK=1.
-F3 = ("hunt34 F3: a map's element read of a GM tensor at a run-time offset past its dimension (A[0, j + n] of a "
-      "(2, 8) tensor at n = 3) is clipped to 0 on ascend910b without a report (stage_global_maps stages it as a "
-      "T.copy, whose windows clip); cpu reads the next row, and reports 'index 8 is out of bounds for dimension 1' "
-      "under TW_BOUNDS_CHECK=1")
+# hunt34 F3 (fixed by h-bounds35): a map's element read of a GM tensor at a run-time offset past its dimension
+# (A[0, j + n] of a (2, 8) tensor at n = 3) was clipped to 0 on ascend910b without a report (legalize_vector staged
+# it as a copy of the window, whose clipping hid the elements outside); cpu reads the next row, and reports 'index 8
+# is out of bounds for dimension 1' under TW_BOUNDS_CHECK=1. The staged copy is checked now (ir.h CopyNode::checked).
 
 
 def test_f1_control_in_range_table_read():
@@ -79,11 +79,10 @@ def test_f1_table_read_past_its_row_is_reported():  # F1, fixed by h-hunt34
     assert _out_of_bounds(reports) and "index 3 of dimension 1 of tensor Table, which has 3" in reports[0], reports
 
 
-@pytest.mark.xfail(strict=True, reason=F3)
-def test_f3_map_read_past_its_row_is_reported():
+def test_f3_map_read_past_its_row_is_reported():  # F3, fixed by h-bounds35
     a = np.arange(16, dtype=np.float32).reshape(2, 8)
     _, reports = _profile(_row_read(), [2], a, np.array([3], np.int32))
-    assert _out_of_bounds(reports)
+    assert _out_of_bounds(reports) and "index 8 of dimension 1 of tensor A, which has 8" in reports[0], reports
 
 
 def test_f3_control_in_range_map_read():

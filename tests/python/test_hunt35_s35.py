@@ -81,10 +81,10 @@ def _add_symbolic(block=64):
     return main
 
 
-F1 = ("hunt35 F1: a map's element store to a GM tensor past its end (docs/language.md's first kernel `C[bx * block + i] "
-      "= ...` with a symbolic N = 100, block 64: indices 100..127) runs on ascend910b without a report (the staged "
-      "copy clips it); cpu writes past the buffer (heap corruption, 'double free or corruption' seen) and reports "
-      "'index 100 is out of bounds for dimension 0' under TW_BOUNDS_CHECK=1 (the store counterpart of hunt34 F3)")
+# hunt35 F1 (fixed: the reads by h-bounds35, the store alone by h-bounds36): a map's element store to a GM tensor past
+# its end (docs/language.md's first kernel `C[bx * block + i] = ...` with a symbolic N = 100, block 64: indices
+# 100..127) ran on ascend910b without a report (the staged copy clipped it); cpu writes past the buffer and reports
+# 'index 100 is out of bounds for dimension 0' under TW_BOUNDS_CHECK=1 (the store counterpart of hunt34 F3).
 
 
 def _profile_add(n):
@@ -93,8 +93,9 @@ def _profile_add(n):
     return prof.outputs, prof["reports"], a + b
 
 
-@pytest.mark.xfail(strict=True, reason=F1)
 def test_f1_map_store_past_the_end_is_reported():
+    # reported since h-bounds35 through the map's reads of A and B at the same indices (the staged read windows are
+    # checked per dimension); a store alone past its row is still silent (below)
     _, reports, _ = _profile_add(100)
     assert any("out of bounds" in r for r in reports), reports
 
@@ -125,11 +126,12 @@ def _profile_row_store(n):
     return y, prof["reports"]
 
 
-@pytest.mark.xfail(strict=True, reason=F1)
-def test_f1_map_store_past_its_row_is_reported():
-    # ascend910b drops Y[0, 8..10] (cpu writes them into row 1: Y[1, 0..2] = 6, 7, 8)
+def test_f1_map_store_past_its_row_is_reported():  # fixed by h-bounds36: the staged store's window is checked
+    # ascend910b drops Y[0, 8..10] (cpu writes them into row 1: Y[1, 0..2] = 6, 7, 8) and reports the first index
     _, reports = _profile_row_store(3)
-    assert any("out of bounds" in r for r in reports), reports
+    oob = [r for r in reports if "out of bounds" in r]
+    assert oob and "a T.Parallel map stores index 8 of dimension 1 of tensor Y, which has 8" in oob[0], reports
+    assert "test_hunt35_s35.py:" in oob[0] and "guard the store" in oob[0]  # the kernel's line, the hint
 
 
 def test_f1_control_in_range_row_store():

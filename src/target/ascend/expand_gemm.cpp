@@ -78,7 +78,8 @@ class Expander {
         gemmed_.pop_back();
         // A pending clear left inside the loop (no gemm reached it) stays pending at this depth.
         for (auto& [b, p] : pending_) p.loops = std::min(p.loops, loops_.size());
-        Stmt loop = std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, s->span);
+        Stmt loop = std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, s->span,
+                                                  f->user_extent);
         // The clears folded into a first gemm inside this loop whose loops may run 0 times: after
         // the loop, when they did, the clear itself (a gemm of zero tiles with init).
         std::vector<Stmt> out{loop};

@@ -101,8 +101,10 @@ Stmt remap2(const Stmt& map, const Expr& value) {
   auto* fj = as<ir::ForNode>(fi->body);
   auto* st = as<ir::StoreNode>(fj->body);
   Stmt nst = std::make_shared<ir::StoreNode>(st->buffer, st->indices, value, st->span);
-  Stmt nj = std::make_shared<ir::ForNode>(fj->var, fj->min, fj->extent, fj->for_kind, fj->num_stages, nst, fj->span);
-  return std::make_shared<ir::ForNode>(fi->var, fi->min, fi->extent, fi->for_kind, fi->num_stages, nj, fi->span);
+  Stmt nj = std::make_shared<ir::ForNode>(fj->var, fj->min, fj->extent, fj->for_kind, fj->num_stages, nst, fj->span,
+                                         fj->user_extent);
+  return std::make_shared<ir::ForNode>(fi->var, fi->min, fi->extent, fi->for_kind, fi->num_stages, nj, fi->span,
+                                       fi->user_extent);
 }
 
 // E: X[i, j] = exp2(X[i, j] * K - m[i]) (K constant, either order; m a UB row vector of X's rows):

@@ -316,8 +316,8 @@ class Legalizer;
 
 class MapLowering {
  public:
-  MapLowering(Legalizer& L, std::vector<Var> vars, std::vector<int64_t> ext, Span sp)
-      : L_(L), vars_(std::move(vars)), ext_(std::move(ext)), sp_(std::move(sp)) {}
+  MapLowering(Legalizer& L, std::vector<Var> vars, std::vector<int64_t> ext, std::vector<Expr> user, Span sp)
+      : L_(L), vars_(std::move(vars)), ext_(std::move(ext)), user_(std::move(user)), sp_(std::move(sp)) {}
 
   // dst[idx] = value. Appends the statements to out. wrap_bound > 0: the value is an integer of at
   // most that magnitude (computed in float32) to wrap into the int8/uint8 dst (a reduce's sum).
@@ -327,6 +327,7 @@ class MapLowering {
   Legalizer& L_;
   std::vector<Var> vars_;
   std::vector<int64_t> ext_;
+  std::vector<Expr> user_;  // a padded loop's user extents (vec::VectorMap::user)
   Span sp_;
   std::vector<Node> nodes_;
   std::vector<std::pair<Expr, int>> memo_;  // built subexpressions (structural_equal: vars by identity)
@@ -334,6 +335,10 @@ class MapLowering {
   bool single_f16_ = false;  // the store is one float16 +, -, * (MapLowering::store)
   const ir::StoreNode* store_st_ = nullptr;  // the store being lowered (index_mask: in place or not)
   Span store_sp_;  // the store being lowered (an index vector's line: a Var's own span is its loop's)
+  // The printed element reads the store always makes (pass_util.h unguarded_loads of its value and
+  // indices): a global one's staged window is checked (stage_global).
+  std::unordered_set<std::string> unguarded_;
+  bool always_read(const Expr& load) const { return unguarded_.count(ir::print(load)) > 0; }
   bool column_store_ = false;  // it stores down a column (its last index free of the map's variables)
   // A 1-D map storing arithmetic down a column of a bfloat16 tile (x[i, 0] = x[i, 0] + cy[i]): its
   // column reads are gathered (contiguous float32 work, as a row's), the result is Cast to bfloat16
@@ -643,8 +648,12 @@ class Legalizer {
   // A global tensor read inside a map, as a UB tile of the extents the map reads (hoisted).
   // Returns the tile and its indices.
   // want: the dtype the map computes with (a converted copy is made next to the copy).
+  // checked: a read the map always makes (not guarded: MapLowering::store): its window's copy is checked
+  // (ir.h CopyNode::checked; a region staged before unchecked becomes checked).
+  // user: the map's padded loops' user extents (vec::VectorMap::user): a checked window's used extents.
   std::pair<Buffer, std::vector<Expr>> stage_global(const ir::LoadNode* l, const std::vector<Var>& vars,
-                                                    const std::vector<int64_t>& ext, const Span& sp, DType want);
+                                                    const std::vector<int64_t>& ext, const Span& sp, DType want,
+                                                    bool checked = false, const std::vector<Expr>& user = {});
 
   std::vector<Stmt> rewrite_map(const Stmt& s, double wrap_bound = 0);  // wrap_bound: MapLowering::store
   // A UB int32 tile of n elements holding 0, 1, ..., n - 1: the values of a map variable used as
@@ -668,8 +677,10 @@ class Legalizer {
   // labels. nullptr when the map has no such value.
   Stmt narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre);
   // The map's stores (and lets) over loops vars x ext as single-op maps, the whole tile at once.
+  // user: the loops' user extents (vec::VectorMap::user; empty: none padded).
   std::vector<Stmt> rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
-                                      const std::vector<Stmt>& items, const Span& sp, double wrap_bound);
+                                      const std::vector<Stmt>& items, const Span& sp, double wrap_bound,
+                                      const std::vector<Expr>& user = {});
   // A 1-D map storing down columns of int8 / uint8 (or bool) tiles only (a scan along rows, x[i, j] =
   // x[i, j] + x[i, j - 1] over i): left as it is for select_instructions' column_map, an element loop on
   // the scalar unit, which computes in int and wraps each element as it stores it (a C++ cast), as cpu
@@ -763,6 +774,7 @@ class Legalizer {
       ir::Region region;
       DType as;
       Buffer tile;
+      std::shared_ptr<ir::CopyNode> copy;  // the copy from the tensor
     };
     std::vector<Staged> staged;  // global regions already copied into a UB tile in this frame
     std::map<std::string, Buffer> half_scratch;  // halve_rows' scratch tiles allocated in this frame
@@ -875,7 +887,8 @@ class Legalizer {
         loop_bounds_[f->var.get()] = {f->min, f->extent};
         Stmt body = in_frame(false, {f->var.get()}, [&] { return visit_body(f->body); });
         if (body == f->body) return {s};
-        return {std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, sp)};
+        return {std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, sp,
+                                              f->user_extent)};
       }
       case ir::StmtKind::If: {
         auto* n = as<ir::IfNode>(s);
@@ -1304,7 +1317,7 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
   int64_t granule = vars.size() == 2 && !in_chunk_ ? chunk_granule(items, vars[1].get()) : 0;  // not nested
   if (int64_t rc = granule ? chunk_rows(ext[0], ext[1], granule) : 0; rc && !has_global_load(body)) {
     // a map without temporaries (one Cast) stays whole (no global reads: lowering it has no effects)
-    std::vector<Stmt> whole = rewrite_map_whole(vars, ext, items, sp, wrap_bound);
+    std::vector<Stmt> whole = rewrite_map_whole(vars, ext, items, sp, wrap_bound, m->user);
     if (std::none_of(whole.begin(), whole.end(), [](const Stmt& x) { return x->kind == ir::StmtKind::Alloc; }))
       return whole;
   }
@@ -1313,10 +1326,13 @@ std::vector<Stmt> Legalizer::rewrite_map(const Stmt& s, double wrap_bound) {
     return in_row_chunks(ext[0], rc, sp, [&](const Expr& off, int64_t rows, std::vector<Stmt>& out) {
       Var i = fresh_var(vars[0]->name, sp), j = fresh_var(vars[1]->name, sp);
       Stmt b = ir::substitute(ir_seq(items, sp), {{vars[0], add(off, i)}, {vars[1], j}});
-      for (auto& x : rewrite_map(pfor(i, rows, pfor(j, ext[1], b, sp), sp), wrap_bound)) out.push_back(std::move(x));
+      // a padded loop's user extents (ir.h ForNode::user_extent) as the chunk sees them
+      Expr ui = m->user[0] ? simp(sub(m->user[0], off)) : nullptr;
+      for (auto& x : rewrite_map(pfor(i, rows, pfor(j, ext[1], b, sp, m->user[1]), sp, ui), wrap_bound))
+        out.push_back(std::move(x));
     });
   }
-  return rewrite_map_whole(vars, ext, items, sp, wrap_bound);
+  return rewrite_map_whole(vars, ext, items, sp, wrap_bound, m->user);
 }
 
 Stmt Legalizer::hoist_scalar_reads(const Stmt& s, const vec::VectorMap& m, std::vector<Stmt>& pre) {
@@ -1569,9 +1585,10 @@ struct Interleave {
 };
 
 std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
-                                               const std::vector<Stmt>& items, const Span& sp, double wrap_bound) {
+                                               const std::vector<Stmt>& items, const Span& sp, double wrap_bound,
+                                               const std::vector<Expr>& user) {
   std::vector<Stmt> out;
-  MapLowering ml(*this, vars, ext, sp);
+  MapLowering ml(*this, vars, ext, user, sp);
   std::vector<std::pair<Var, Expr>> lets;
   std::vector<std::shared_ptr<ir::StoreNode>> stores;  // the stores, lets substituted
   for (size_t n = 0; n < items.size(); ++n) {
@@ -1779,9 +1796,10 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
 
 std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode* l, const std::vector<Var>& vars,
                                                              const std::vector<int64_t>& ext, const Span& sp,
-                                                             DType want) {
+                                                             DType want, bool checked, const std::vector<Expr>& user) {
   const Buffer& g = l->buffer;
-  std::vector<Expr> starts, extents, idx;
+  std::vector<Expr> starts, extents, idx, used;  // used: ir.h CopyNode::used, where a loop is padded
+  bool padded = false;
   std::vector<int64_t> shape;
   for (const auto& e : l->indices) {
     int v = -1;
@@ -1804,10 +1822,15 @@ std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode*
       extents.push_back(C(ext[v]));
       shape.push_back(ext[v]);
       idx.push_back(vars[v]);
+      const bool pad = static_cast<size_t>(v) < user.size() && user[v];
+      used.push_back(pad ? user[v] : extents.back());
+      padded = padded || pad;
     } else {
       extents.push_back(C(1));
+      used.push_back(extents.back());
     }
   }
+  if (!checked || !padded) used.clear();
   if (shape.empty())
     throw Error("T.Parallel reads one element of global tensor " + q(g->name) +
                     ": a scalar read of memory has no vector instruction",
@@ -1815,10 +1838,15 @@ std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode*
   ir::Region region{g, starts, extents};
   int d = written_.count(g.get()) ? static_cast<int>(frames_.size()) - 1 : needed_depth(starts);
   for (const auto& st : frames_[d].staged)
-    if (st.as == want && same_region(st.region, region)) return {st.tile, idx};
+    if (st.as == want && same_region(st.region, region)) {
+      if (checked && !st.copy->checked) st.copy->used = used;
+      st.copy->checked = st.copy->checked || checked;
+      return {st.tile, idx};
+    }
   std::vector<Stmt> tmp;
   Buffer b = ub(g, "_ub", g->dtype, shape, sp, tmp);
-  tmp.push_back(std::make_shared<ir::CopyNode>(region, ir::full_region(b), sp));
+  auto copy = std::make_shared<ir::CopyNode>(region, ir::full_region(b), sp, false, checked, used);
+  tmp.push_back(copy);
   if (want != g->dtype) {
     Buffer c = ub(g, "_ub", want, shape, sp, tmp);
     cast_map(ir::full_region(c), ir::full_region(b), sp, tmp);
@@ -1826,7 +1854,7 @@ std::pair<Buffer, std::vector<Expr>> Legalizer::stage_global(const ir::LoadNode*
   }
   std::vector<Stmt>& at = place_at(d);
   for (auto& s : tmp) at.push_back(std::move(s));
-  frames_[d].staged.push_back({region, want, b});
+  frames_[d].staged.push_back({region, want, b, copy});
   return {b, idx};
 }
 
@@ -3039,7 +3067,7 @@ int MapLowering::build_uncached(const Expr& e) {
       n.kind = OpKind::Leaf;
       n.span = sp;
       if (l->buffer->scope == Scope::global) {
-        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(l->buffer->dtype));
+        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(l->buffer->dtype), always_read(e), user_);
         n.buf = b;
         n.idx = idx;
       } else {
@@ -3080,7 +3108,7 @@ int MapLowering::build_uncached(const Expr& e) {
         Node n;
         n.kind = OpKind::Leaf;
         n.span = sp;
-        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(t));
+        auto [b, idx] = L_.stage_global(l, vars_, ext_, sp, compute_type(t), always_read(v), user_);
         n.buf = b;
         n.idx = idx;
         n.dtype = b->dtype;
@@ -3687,6 +3715,9 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   const Span& sp = st->span;
   store_sp_ = sp;
   store_st_ = st;
+  unguarded_.clear();
+  unguarded_loads(st->value, unguarded_);
+  for (const auto& i : st->indices) unguarded_loads(i, unguarded_);
   column_store_ = st->indices.size() >= 2 && !uses_var(st->indices.back(), vj());
   // (and one of any dtype whose value is not scalar-unit arithmetic: a math function, max / min
   // with their NaN selects, a T.where: c[i, 0] = T.max(T.min(a[i], 1.0), -1.0), hunt30 F1)

@@ -27,7 +27,8 @@
 //    that are only row / column vectors are computed by 1-D maps over that vector.
 //  - Reads of a global tensor inside a map (W[j]) become a copy of the region the map reads into
 //    a UB tile, hoisted out of every enclosing loop whose variables the region does not use (and
-//    shared by the maps that read the same region there), unless the kernel writes that tensor.
+//    shared by the maps that read the same region there), unless the kernel writes that tensor;
+//    the copy of a read the map always makes is checked (ir.h CopyNode::checked).
 //    One element read at indices free of the map's variables (batch norm's per-block mean[b]) is
 //    read once into a let placed before the map (the scalar unit's ScalarLoad, select_instructions)
 //    and used as a scalar operand. So is one element of a UB tile the map does not store to, at

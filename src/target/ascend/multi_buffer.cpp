@@ -159,7 +159,7 @@ struct SinkIterationLocal : ir::Mutator {
     std::vector<Stmt> body = it->second;
     for (const auto& c : ir::as<ir::SeqNode>(f->body)->body) body.push_back(c);  // a sequence (loop_local_tiles)
     return std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages,
-                                         std::make_shared<ir::SeqNode>(body, f->body->span), m->span);
+                                         std::make_shared<ir::SeqNode>(body, f->body->span), m->span, f->user_extent);
   }
   using ir::Mutator::mutate;
 };

@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -83,6 +84,37 @@ inline ir::Expr reduce_identity(ir::ReduceKind k, ir::DType t, const ir::Span& s
   const int64_t hi = bits >= 64 ? std::numeric_limits<int64_t>::max()
                                 : is_unsigned ? (int64_t{1} << bits) - 1 : (int64_t{1} << (bits - 1)) - 1;
   return ir::int_imm(is_max ? lo : hi, t, sp);
+}
+
+// The printed element reads of e whose value e always uses: not in an arm of a select (T.if_then_else /
+// T.where) nor on the right side of `and` / `or`, which the expression may discard (guarded). A read
+// that runs whatever the condition (a hoisted scalar load, a map's staged window) may then lie outside
+// its tensor without an error of the program (review34 R1), so only the reads in `out` are checked per
+// dimension (select_instructions' DimIndex, a staged window's checks: CopyNode::checked).
+inline void unguarded_loads(const ir::Expr& e, std::unordered_set<std::string>& out, bool guarded = false) {
+  switch (e->kind) {
+    case ir::ExprKind::Load:
+      if (!guarded) out.insert(ir::print(e));
+      for (const ir::Expr& i : ir::as<ir::LoadNode>(e)->indices) unguarded_loads(i, out, guarded);
+      return;
+    case ir::ExprKind::Select: {
+      auto* s = ir::as<ir::SelectNode>(e);
+      unguarded_loads(s->cond, out, guarded), unguarded_loads(s->t, out, true), unguarded_loads(s->f, out, true);
+      return;
+    }
+    case ir::ExprKind::Binary: {
+      auto* b = ir::as<ir::BinaryNode>(e);
+      unguarded_loads(b->a, out, guarded);
+      unguarded_loads(b->b, out, guarded || b->op == ir::BinOp::And || b->op == ir::BinOp::Or);
+      return;
+    }
+    case ir::ExprKind::Unary: return unguarded_loads(ir::as<ir::UnaryNode>(e)->a, out, guarded);
+    case ir::ExprKind::Cast: return unguarded_loads(ir::as<ir::CastNode>(e)->value, out, guarded);
+    case ir::ExprKind::Call:
+      for (const ir::Expr& a : ir::as<ir::CallNode>(e)->args) unguarded_loads(a, out, guarded);
+      return;
+    default: return;
+  }
 }
 
 }  // namespace tw::ascend

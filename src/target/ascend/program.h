@@ -132,6 +132,31 @@ struct VecOperand {
   ir::Expr row_stride;  // elements
 };
 
+// One index of a multi-dimensional element access (ScalarLoad / ScalarStore `dims`): the simulator
+// reports an index outside [0, extent) of its dimension (hunt34 F1 / F2: an index past its row that
+// stays inside the buffer addresses another row's element, which the flat bounds, the tensor's bytes
+// and tile_end, do not see). Checked by the simulator only: nothing of it is printed.
+// count > 1: the indices index .. index + count - 1 of a window (WindowCheck); the first one outside
+// is reported (index when it is negative, else the dimension's end), as cpu reports the first element.
+// used (null: all count): how many of the window's leading indices the user's iterations
+// read (ir.h CopyNode::used: the rest is a padded loop's, clipped without a report).
+struct DimIndex {
+  ir::Expr index, extent;
+  int dim = 0;  // the dimension, counted from 0
+  int64_t count = 1;
+  ir::Expr used;
+};
+// The window of a map's element reads of a tensor that a checked copy staged (ir.h
+// CopyNode::checked): its dims not proved inside the tensor. The language does not clip a map's
+// element reads, the copy does (the tile reads zeros there): the simulator reports a window that
+// leaves a dimension. It rides on the zero fill of the copy's tail (select_instructions), which runs
+// exactly where the window leaves the tensor (the copy itself may be empty and not issued).
+// Checker metadata: not printed.
+struct WindowCheck {
+  int param = -1;  // the tensor parameter (-1: no check)
+  std::vector<DimIndex> dims;
+};
+
 // ---------------------------------------------------------------------------------------------
 // Instructions. Each struct documents its pipe, semantics and the AscendC call it prints as.
 // The byte-level moves below (CopyGmToL1 .. LoadL0, Fixpipe) are what lowering produces; the last
@@ -201,12 +226,15 @@ struct CopyGmToUb {
 
 // MTE3. UB -> GM, DataCopyPad. Same fields as CopyGmToUb (src_stride multiple of 32).
 // atomic (T.atomic_add): the bytes are added into GM (see DataCopyPadUbToGm).
+// window: a checked store's (ir.h CopyNode::checked: a map's element stores staged as one window,
+// hunt35 F1): the simulator reports the window leaving a dimension (WindowCheck, not printed).
 struct CopyUbToGm {
   LocalRef src;
   GmRef dst;
   ir::DType dtype;
   ir::Expr n_rows, row_bytes, src_stride, dst_stride;
   bool atomic = false;
+  WindowCheck window;
 };
 
 // V. UB -> UB, DataCopy(dst, src, DataCopyParams) (strides and lengths multiples of 32 B).
@@ -326,6 +354,7 @@ struct DataCopyPadUbToGm {
   ir::DType dtype;
   ir::Expr blockCount, blockLen, srcStride, dstStride;
   bool atomic = false;
+  WindowCheck window;  // CopyUbToGm's (checker metadata, not printed)
 };
 
 // V. DataCopy(dst UB, src UB, DataCopyParams{blockCount, blockLen, srcStride, dstStride}): blockCount
@@ -458,12 +487,14 @@ struct VecCast {
   VecOperand dst, src;
   ir::Expr rows, cols;
 };
-// Duplicate: every element of dst = value.
+// Duplicate: every element of dst = value. window: a staged window's check (WindowCheck; the zero
+// fill of a checked copy's tail), carried to the Duplicate calls.
 struct VecDup {
   ir::DType dtype;
   VecOperand dst;
   ir::Expr value;
   ir::Expr rows, cols;
+  WindowCheck window;
 };
 // Index: dst[r][c] = first + r * cols + c (the row-major position; an iota). dtype int32, float32
 // or float16. AscendC: CreateVecIndex (select_vector_calls.h): one level-2 call over contiguous
@@ -579,6 +610,7 @@ struct VecCallL2 {
   ir::Expr count;
   CmpMode cmp = CmpMode::LT;  // Compare / CompareScalar
   LocalRef sel;               // Select / SelectScalar: the bit mask (buffer -1 otherwise)
+  WindowCheck window;         // Duplicate: VecDup's (checker metadata, not printed)
 };
 // Level-0 (mask / repeat) form: Add(dst, src0, src1, mask, repeat, BinaryRepeatParams(dst_blk,
 // src0_blk, src1_blk, dst_rep, src0_rep, src1_rep)); Adds/Exp/Cast(..., mask, repeat,
@@ -594,6 +626,7 @@ struct VecCallL0 {
   ir::Expr dst_blk, src0_blk, src1_blk;  // 32 B blocks (uint8)
   ir::Expr dst_rep, src0_rep, src1_rep;  // 32 B blocks (uint8)
   CmpMode cmp = CmpMode::LT;             // Compare / CompareScalar
+  WindowCheck window;                    // Duplicate: VecDup's (checker metadata, not printed)
 };
 // WholeReduceSum/Max/Min(dst, src, mask, repeat, dst_rep, src_blk, src_rep[, ORDER_ONLY_VALUE for
 // Max/Min]): repeat i reduces its first `mask` source elements (level-0 addressing) to one value
@@ -634,14 +667,6 @@ struct Gather {
 
 // Scalar unit -------------------------------------------------------------------------------
 
-// One index of a multi-dimensional element access (ScalarLoad / ScalarStore `dims`): the simulator
-// reports an index outside [0, extent) of its dimension (hunt34 F1 / F2: an index past its row that
-// stays inside the buffer addresses another row's element, which the flat bounds, the tensor's bytes
-// and tile_end, do not see). Checked by the simulator only: nothing of it is printed.
-struct DimIndex {
-  ir::Expr index, extent;
-  int dim = 0;  // the dimension, counted from 0
-};
 
 // S. `T var = src.GetValue(offset / sizeof(T))` (AscendC GlobalTensor::GetValue, __inout_pipe__(S)):
 // the core's scalar unit reads one element of a GM tensor through its DataCache (64 B lines) and

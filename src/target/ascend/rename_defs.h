@@ -39,7 +39,8 @@ struct RenameDefs : ir::Mutator {
       auto* n = ir::as<ir::ForNode>(s);
       ir::Expr mn = mutate(n->min), ext = mutate(n->extent);
       ir::Var v = fresh(n->var);
-      return std::make_shared<ir::ForNode>(v, mn, ext, n->for_kind, n->num_stages, mutate(n->body), s->span);
+      ir::Expr user = n->user_extent ? mutate(n->user_extent) : nullptr;
+      return std::make_shared<ir::ForNode>(v, mn, ext, n->for_kind, n->num_stages, mutate(n->body), s->span, user);
     }
     return ir::Mutator::mutate(s);
   }

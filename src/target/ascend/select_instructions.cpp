@@ -780,7 +780,7 @@ class Lowerer {
         };
         ir::Region src = region(n->src), dst = region(n->dst);
         if (!loads.empty())
-          return with_loads(std::move(loads), lower(std::make_shared<ir::CopyNode>(src, dst, n->span, n->atomic), inside), sp);
+          return with_loads(std::move(loads), lower(std::make_shared<ir::CopyNode>(src, dst, n->span, n->atomic, n->checked, n->used), inside), sp);
         if (!inside) outside_scope(s, "a tile op");
         return lower_tile_op(s);
       }
@@ -907,7 +907,10 @@ class Lowerer {
   // binding `var` (nullptr otherwise). A tensor the kernel writes is rejected: its DMA writes are
   // not coherent with the scalar DataCache (program.h ScalarLoad).
   // `dims`: the load's indices are checked each against its dimension (DimIndex); false for a read the
-  // expression may discard (guarded_loads), which the flat bounds alone check.
+  // expression may discard (unguarded_loads, pass_util.h): hoisted, it runs whatever the condition, so
+  // each of its indices not proved inside its dimension is clamped into it (the value is discarded
+  // where the index is outside; the printed GetValue reads the clamped element too: review34's open
+  // note, `T.if_then_else(j < n, Table[1, j], 0)` read past the tensor's last byte at j = 3).
   StmtPtr gm_scalar_load(const Expr& value, const ir::Var& var, const Span& sp, const std::string& what,
                          bool dims = true) {
     if (!value || value->kind != ir::ExprKind::Load) return nullptr;
@@ -923,6 +926,10 @@ class Lowerer {
                                   what, dims);
       return with_loads(std::move(loads), st, sp);
     }
+    if (!dims)
+      for (size_t d = 0; d < idx.size(); ++d)
+        if (!inside(idx[d], 1, ld->buffer->shape[d]))
+          idx[d] = simp(min(max(start32(idx[d]), C(0)), sub(idx32(ld->buffer->shape[d]), C(1))));
     if (ub) {
       ScalarLoad l;
       l.var = var, l.dtype = ld->buffer->dtype, l.ub = ub_element(ld->buffer, idx, sp);
@@ -947,7 +954,7 @@ class Lowerer {
     const auto& shape = ld->buffer->shape;
     Expr off = C(0), stride = C(1);
     for (size_t d = shape.size(); d-- > 0;) {
-      off = add(off, mul(idx32(ld->indices[d]), stride));
+      off = add(off, mul(idx32(idx[d]), stride));
       stride = mul(stride, shape[d]);
     }
     off = mul(off, C(ld->buffer->dtype.bytes()));
@@ -958,42 +965,13 @@ class Lowerer {
   }
   // `e` with each element of a tensor parameter or (Vector core) UB tile it reads replaced by a
   // variable a ScalarLoad (appended to `loads`) binds; other tile elements stay an error (check_scalar).
-  // The element reads of e whose value e may discard: in an arm of a select (T.if_then_else / T.where) or
-  // the right side of `and` / `or`. Hoisted, they run whatever the condition (`T.if_then_else(j < n,
-  // table[b, j], 0)` reads table[b, n]), so an index past its dimension there is no error of the program
-  // (review34 R1: it was a false out-of-bounds report); `unguarded` gets the printed others.
-  static void guarded_loads(const Expr& e, bool guarded, std::unordered_set<std::string>& unguarded) {
-    switch (e->kind) {
-      case ir::ExprKind::Load:
-        if (!guarded) unguarded.insert(ir::print(e));
-        for (const Expr& i : as<ir::LoadNode>(e)->indices) guarded_loads(i, guarded, unguarded);
-        return;
-      case ir::ExprKind::Select: {
-        auto* s = as<ir::SelectNode>(e);
-        guarded_loads(s->cond, guarded, unguarded), guarded_loads(s->t, true, unguarded), guarded_loads(s->f, true, unguarded);
-        return;
-      }
-      case ir::ExprKind::Binary: {
-        auto* b = as<ir::BinaryNode>(e);
-        guarded_loads(b->a, guarded, unguarded);
-        guarded_loads(b->b, guarded || b->op == ir::BinOp::And || b->op == ir::BinOp::Or, unguarded);
-        return;
-      }
-      case ir::ExprKind::Unary: return guarded_loads(as<ir::UnaryNode>(e)->a, guarded, unguarded);
-      case ir::ExprKind::Cast: return guarded_loads(as<ir::CastNode>(e)->value, guarded, unguarded);
-      case ir::ExprKind::Call:
-        for (const Expr& a : as<ir::CallNode>(e)->args) guarded_loads(a, guarded, unguarded);
-        return;
-      default: return;
-    }
-  }
   Expr hoist_scalar_loads(const Expr& e, const Span& sp, const std::string& what, std::vector<StmtPtr>& loads) {
     if (!e) return e;
     Expr out = e;
     while (true) {  // innermost loads first: an index that reads an element (`cnt[ti[i]]`) is loaded before
       ExprVarMap map;
       std::unordered_set<std::string> unguarded;
-      guarded_loads(out, false, unguarded);
+      unguarded_loads(out, unguarded);
       for_each_subexpr(out, [&](const Expr& x) {
         if (x->kind != ir::ExprKind::Load) return;
         if (as<ir::LoadNode>(x)->buffer->scope != Scope::global && !ub_readable(x)) return;
@@ -1367,7 +1345,10 @@ class Lowerer {
       if (!tail) return copy;
       auto col0 = ir::as_const_int(n->dst.starts.back());
       bool to_row_end = col0 && *col0 + g.cols == w.buf->cols;  // the bytes after each row are padding
-      return seq({zero_tile(w, g.total_rows(), g.cols, ub_stride, is_short, sp, to_row_end), copy}, sp);
+      return seq({zero_tile(w, g.total_rows(), g.cols, ub_stride, is_short, sp, to_row_end,
+                            n->checked ? window_check(n->src, n->used, sp) : WindowCheck{}),
+                  copy},
+                 sp);
     }
     if (from == Scope::UB && to == Scope::global) {
       same_dtype("UB->GM");
@@ -1381,7 +1362,7 @@ class Lowerer {
         return emit(CopyUbToGm{local(w, add(mul(add(row, g.skip_rows), C(ub_stride * b)), mul(g.skip_cols, C(b)))),
                                GmRef{g.param, add(g.offset, gm)},
                                dt, g.valid_rows, mul(g.valid_cols, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)),
-                               n->atomic},
+                               n->atomic, n->checked ? window_check(n->dst, n->used, sp) : WindowCheck{}},
                     sp);
       });
     }
@@ -1417,8 +1398,24 @@ class Lowerer {
   // `if (cond) Duplicate(0)` over the rows x cols UB window w (rows `stride` elements apart);
   // in expert mode fenced by PipeBarrier<PIPE_ALL> on both sides (select_instructions.h).
   // to_row_end: the window ends at its rows' last column (what follows in each row is padding).
+  // A checked copy's window (ir.h CopyNode::checked: a map's element reads of a tensor): each dim not
+  // proved inside the tensor, start .. start + extent - 1 against the dim (program.h WindowCheck).
+  WindowCheck window_check(const ir::Region& r, const std::vector<Expr>& used, const Span& sp) {
+    WindowCheck wc;
+    auto ext = const_extents(r, sp);
+    for (size_t d = 0; d < ext.size(); ++d) {
+      Expr st = start32(r.starts[d]);
+      if (!inside(st, ext[d], r.buffer->shape[d]))
+        wc.dims.push_back(DimIndex{st, idx32(r.buffer->shape[d]), static_cast<int>(d), ext[d],
+                                   used.empty() ? nullptr : simp(idx32(used[d]))});
+    }
+    if (!wc.dims.empty()) wc.param = params_.at(r.buffer.get());
+    return wc;
+  }
+  // window: the checks of a checked copy's window, carried by the fill (it runs where the window leaves
+  // the tensor, also where the copy is empty)
   StmtPtr zero_tile(const Window& w, int64_t rows, int64_t cols, int64_t stride, const Expr& cond, const Span& sp,
-                    bool to_row_end = false) {
+                    bool to_row_end = false, WindowCheck window = {}) {
     ir::DType t = w.buf->dtype;
     ir::DType dup_t = t;
     int64_t r = rows, c = cols;
@@ -1447,7 +1444,7 @@ class Lowerer {
     Expr zero = dup_t.is_float() ? ir::float_imm(0.0, dup_t, sp) : ir::int_imm(0, dup_t, sp);
     std::vector<StmtPtr> body;
     if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
-    body.push_back(emit(VecDup{dup_t, d, zero, C(r), C(c)}, sp));
+    body.push_back(emit(VecDup{dup_t, d, zero, C(r), C(c), std::move(window)}, sp));
     if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
     StmtPtr fill = body.size() == 1 ? body[0] : seq(std::move(body), sp);
     auto always = ir::as_const_int(cond);
@@ -1494,11 +1491,12 @@ class Lowerer {
       p_.buffers.back().temp_of = n->src.buffer->name;  // a capacity error names the tile it serves
     }
     int scratch = it->second;
+    const WindowCheck wc = n->checked ? window_check(n->dst, n->used, sp) : WindowCheck{};  // on both stores
     return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
       Expr first = add(row, g.skip_rows);  // the tile row of the first row stored
       StmtPtr main = emit(CopyUbToGm{local(w, add(mul(first, C(ub_stride * b)), mul(a, C(b)))),
                                      GmRef{g.param, add(add(g.offset, gm), mul(head, C(b)))}, dt, g.valid_rows,
-                                     mul(rest, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)), n->atomic},
+                                     mul(rest, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)), n->atomic, wc},
                           sp);
       ir::Var r = ir::var("_hr" + std::to_string(window_loops_++), ir::kIndexType, sp);
       ir::Var j = ir::var("_hc" + std::to_string(window_loops_++), ir::kIndexType, sp);
@@ -1516,7 +1514,7 @@ class Lowerer {
       body.push_back(for_(r, g.valid_rows, for_(j, head, move, sp), sp));
       if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
       body.push_back(emit(CopyUbToGm{LocalRef{scratch, C(0)}, GmRef{g.param, add(g.offset, gm)}, dt, g.valid_rows,
-                                     mul(head, C(b)), C(32), mul(g.row_stride, C(b)), n->atomic},
+                                     mul(head, C(b)), C(32), mul(g.row_stride, C(b)), n->atomic, wc},
                           sp));
       if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
       StmtPtr h = if_(simp(ir::binary(ir::BinOp::GT, head, C(0))), seq(std::move(body), sp), nullptr, sp);

@@ -171,6 +171,8 @@ class Selector {
                       : ir::binary(BinOp::Min, r ? sub(c.n_rows, C(r)) : c.n_rows, C(4095));
       part.src.offset = add(c.src.offset, mul(C(r), c.src_stride));
       part.dst.offset = add(c.dst.offset, mul(C(r), c.dst_stride));
+      if constexpr (std::is_same_v<Copy, CopyUbToGm>)
+        if (r) part.window = {};  // a checked store's window check: once, with the first part
       out.push_back(select(part, s));
     }
     in_part_ = false;
@@ -215,7 +217,8 @@ class Selector {
                         field(call, "blockLen", c.row_bytes, 0, kU32, "bytes"),
                         gap(call, "srcStride", c.n_rows, floordiv(sub(c.src_stride, round32(c.row_bytes)), C(32)), kU32,
                             "32 B blocks"),
-                        gap(call, "dstStride", c.n_rows, sub(c.dst_stride, c.row_bytes), kU32, "bytes"), c.atomic};
+                        gap(call, "dstStride", c.n_rows, sub(c.dst_stride, c.row_bytes), kU32, "bytes"), c.atomic,
+                        c.window};
     return atomic_mode(c.atomic, c.dtype, guarded({c.n_rows}, ins(std::move(x))));
   }
 

@@ -106,7 +106,14 @@ class Selector {
 
   // ---- emission helpers
 
-  void call(InstrOp op, std::vector<StmtPtr>& out) const { out.push_back(instr(std::move(op), span_)); }
+  void call(InstrOp op, std::vector<StmtPtr>& out) const {
+    if (window_) {  // each Duplicate call of a VecDup with a window check carries it
+      if (auto* c = std::get_if<VecCallL2>(&op)) c->window = *window_;
+      if (auto* c = std::get_if<VecCallL0>(&op)) c->window = *window_;
+    }
+    out.push_back(instr(std::move(op), span_));
+  }
+  const WindowCheck* window_ = nullptr;  // the VecDup being expanded's, when it has one
   void barrier(std::vector<StmtPtr>& out) const { call(PipeBarrier{Pipe::V}, out); }
   // A barrier before reusing the scratch area, unless the statement just before is one.
   void reuse_barrier(std::vector<StmtPtr>& out) const {
@@ -501,7 +508,9 @@ class Selector {
     elementwise({VecApi::Cast, x.dst_dtype, x.src_dtype, &x.dst, &x.src, nullptr, {}, x.round}, x.rows, x.cols, out);
   }
   void expand(const VecDup& x, std::vector<StmtPtr>& out) {
+    window_ = x.window.dims.empty() ? nullptr : &x.window;
     elementwise({VecApi::Duplicate, x.dtype, x.dtype, &x.dst, nullptr, nullptr, x.value, RoundMode::None}, x.rows, x.cols, out);
+    window_ = nullptr;
   }
 
   // The index (iota) dst[r][c] = first + r * cols + c: one level-2 CreateVecIndex over contiguous

@@ -54,7 +54,9 @@ Stmt restrict_copies(const Stmt& s, const std::function<bool(Node)>& keep) {
     case StmtKind::For: {
       auto* f = ir::as<ir::ForNode>(s);
       Stmt b = restrict_copies(f->body, keep);
-      return b ? std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, b, s->span) : nullptr;
+      return b ? std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, b, s->span,
+                                               f->user_extent)
+               : nullptr;
     }
     case StmtKind::If: {
       auto* i = ir::as<ir::IfNode>(s);

@@ -292,7 +292,8 @@ class Splitter {
         for (Node b : by_name(entry))
           if (Side need = entry.at(b); need == Side::C || need == Side::V) ensure(mixed_.at(b).orig, need, st, out, sp);
         for (auto& [b, have] : fin) st[b] = have;
-        out.push_back(std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, sp));
+        out.push_back(
+            std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, sp, f->user_extent));
         return ir_seq(std::move(out), sp);
       }
       case StmtKind::If: {
@@ -540,7 +541,7 @@ class Splitter {
       st[dst.get()] = sd;
     }
     out.push_back(std::make_shared<ir::CopyNode>(with_buffer(c->src, inc(src, sd)), with_buffer(c->dst, inc(dst, sd)), sp,
-                                                  c->atomic));
+                                                  c->atomic, c->checked));
     return ir_seq(std::move(out), sp);
   }
 
@@ -751,7 +752,7 @@ class Splitter {
           Region b = rd ? row_region(c->dst, span) : c->dst.buffer->scope == Scope::global ? gm_rows(c->dst, M, span) : c->dst;
           if ((rs && !rd && c->dst.buffer->scope != Scope::global) || (rd && !rs && c->src.buffer->scope != Scope::global))
             not_local(span, "a copy between a row tile and a tile without rows");
-          return std::make_shared<ir::CopyNode>(a, b, span, c->atomic);
+          return std::make_shared<ir::CopyNode>(a, b, span, c->atomic, c->checked);
         }
         case StmtKind::For:
           if (Stmt r = row_loop(s)) return r;
@@ -786,7 +787,8 @@ class Splitter {
     Stmt row_loop(const Stmt& s) {
       auto* f0 = ir::as<ir::ForNode>(s);
       Stmt body = UnitLoops().mutate(f0->body);
-      auto f = std::make_shared<ir::ForNode>(f0->var, f0->min, f0->extent, f0->for_kind, f0->num_stages, body, s->span);
+      auto f = std::make_shared<ir::ForNode>(f0->var, f0->min, f0->extent, f0->for_kind, f0->num_stages, body, s->span,
+                                             f0->user_extent);
       const ir::VarNode* v = f->var.get();
       auto lo = ir::as_const_int(f->min), n = ir::as_const_int(f->extent);
       bool touches = false;
@@ -1239,7 +1241,8 @@ class Splitter {
         Stmt b = proj(f->body, side);
         loops_.pop_back();
         if (!b) return nullptr;
-        return std::make_shared<ir::ForNode>(v, rn(f->min), rn(f->extent), f->for_kind, f->num_stages, b, sp);
+        return std::make_shared<ir::ForNode>(v, rn(f->min), rn(f->extent), f->for_kind, f->num_stages, b, sp,
+                                             f->user_extent ? rn(f->user_extent) : nullptr);
       }
       case StmtKind::If: {
         auto* n = ir::as<ir::IfNode>(s);

@@ -323,7 +323,11 @@ struct RowRewrite : ir::Mutator {
         new_var = ir::var(f->var->name, f->var->dtype, f->var->span);
         auto body = mutate(f->body);
         row_var = nullptr;
-        return std::make_shared<ir::ForNode>(new_var, f->min, C(group), f->for_kind, f->num_stages, body, s->span);
+        // the clipped group's rows past R are padding (ir.h ForNode::user_extent): a map's element reads of a
+        // tensor there are clipped, not checked
+        ir::Expr user = clipped ? simp(ir::binary(ir::BinOp::Min, C(group), ir::binary(ir::BinOp::Sub, C(rows), off)))
+                                : nullptr;
+        return std::make_shared<ir::ForNode>(new_var, f->min, C(group), f->for_kind, f->num_stages, body, s->span, user);
       }
       case ir::StmtKind::Gemm: {  // A's and C's rows: the group's (B whole)
         auto* g = ir::as<ir::GemmNode>(s);

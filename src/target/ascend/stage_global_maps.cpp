@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <unordered_set>
 
 #include "ir/functor.h"
 #include "ir/printer.h"
@@ -34,6 +35,7 @@ struct Nest {
   std::vector<ir::Var> vars;
   std::vector<Expr> mins;
   std::vector<int64_t> ext;
+  std::vector<Expr> user;  // per loop variable: a padded loop's user extent (ir.h ForNode::user_extent), else null
   Stmt body;
 };
 
@@ -47,6 +49,7 @@ std::optional<Nest> nest_of(const Stmt& s) {
     n.vars.push_back(f->var);
     n.mins.push_back(f->min);
     n.ext.push_back(*e);
+    n.user.push_back(f->user_extent);
     cur = f->body;
     if (!cur || cur->kind != ir::StmtKind::For || ir::as<ir::ForNode>(cur)->for_kind != ir::ForKind::parallel) {
       n.body = cur;
@@ -111,10 +114,15 @@ struct Access {
   std::vector<Expr> indices;  // as written
   std::vector<Dim> dims;
   bool stored = false, preload = false;
+  // a read the map always makes: its copy is checked (ir.h CopyNode::checked); a stored owner: every store into
+  // its tile is one the map always makes (not under an `if`, no guarded index, no constants merged): its copy out
+  // is checked (hunt35 F1)
+  bool checked = false;
   size_t owner = 0;                  // the access whose tile this one uses (itself, or an earlier store)
   std::vector<int64_t> lo, width;    // an owner's: per dim, its tile's first constant index and count (1)
   ir::Buffer tile;                   // of the chunk being built
   std::vector<Expr> tile_index;      // its indices there
+  std::vector<Expr> used;            // a stored owner's window's used extents in the chunk (ir.h CopyNode::used)
 };
 
 std::string access_text(const ir::Buffer& g, const std::vector<Expr>& idx) { return ir::print(ir::load(g, idx)); }
@@ -230,8 +238,11 @@ class StageMap {
                           s->span, "store each window in its own T.Parallel map, or into a tile copied out with T.copy");
         owner = k;
       }
-      acc_.push_back({st->buffer, st->indices, *dims, true, false, owner, {}, {}, nullptr, {}});
+      const bool always = !in_if && std::none_of(st->indices.begin(), st->indices.end(),
+                                                 [](const Expr& i) { return i->kind == ir::ExprKind::Select; });
+      acc_.push_back({st->buffer, st->indices, *dims, true, false, always, owner, {}, {}, nullptr, {}});
       Access& o = acc_[owner];
+      if (owner != acc_.size() - 1) o.checked = false;
       if (owner == acc_.size() - 1) {
         o.lo.assign(dims->size(), 0);
         o.width.assign(dims->size(), 1);
@@ -249,10 +260,35 @@ class StageMap {
       a = &acc_.back();
     }
     acc_[a->owner].preload = acc_[a->owner].preload || in_if;
+    acc_[a->owner].checked = acc_[a->owner].checked && !in_if;
     return true;
   }
 
+  // The printed element reads the map makes whatever its conditions (not under an `if`, nor guarded in an
+  // expression: pass_util.h unguarded_loads).
+  static void unguarded_reads(const Stmt& s, bool in_if, std::unordered_set<std::string>& out) {
+    if (!s) return;
+    switch (s->kind) {
+      case ir::StmtKind::Seq:
+        for (const auto& x : ir::as<ir::SeqNode>(s)->body) unguarded_reads(x, in_if, out);
+        return;
+      case ir::StmtKind::If: {
+        auto* f = ir::as<ir::IfNode>(s);
+        unguarded_loads(f->cond, out, in_if);
+        unguarded_reads(f->then_body, true, out), unguarded_reads(f->else_body, true, out);
+        return;
+      }
+      case ir::StmtKind::Let: return unguarded_loads(ir::as<ir::LetNode>(s)->value, out, in_if);
+      case ir::StmtKind::Store:
+        for (const auto& i : ir::as<ir::StoreNode>(s)->indices) unguarded_loads(i, out, in_if);
+        return unguarded_loads(ir::as<ir::StoreNode>(s)->value, out, in_if);
+      default: return;
+    }
+  }
+
   void collect_reads() {
+    std::unordered_set<std::string> unguarded;
+    unguarded_reads(n_.body, false, unguarded);
     ir::for_each_expr(n_.body, [&](const Expr& x) {
       if (x->kind != ir::ExprKind::Load) return;
       auto* l = ir::as<ir::LoadNode>(x);
@@ -277,7 +313,12 @@ class StageMap {
                         x->span,
                         "copy the rows it reads into a tile first (T.copy(" + l->buffer->name +
                             "[r0, 0], t)) and read the tile in the map: a gather along a tile's last dim runs");
-      acc_.push_back({l->buffer, l->indices, *dims, false, false, acc_.size(), {}, {}, nullptr, {}});
+      // checked: a read the map always makes, at indices serial_maps did not guard for an if arm (a
+      // select(c, e, 0) index reads e's window only where c holds)
+      const bool checked = unguarded.count(ir::print(x)) &&
+                           std::none_of(l->indices.begin(), l->indices.end(),
+                                        [](const Expr& i) { return i->kind == ir::ExprKind::Select; });
+      acc_.push_back({l->buffer, l->indices, *dims, false, false, checked, acc_.size(), {}, {}, nullptr, {}});
     });
   }
 
@@ -320,7 +361,8 @@ class StageMap {
     std::vector<ir::Region> windows;
     for (size_t i = 0; i < acc_.size(); ++i) {
       Access& a = acc_[i];
-      std::vector<Expr> sh, starts, extents;
+      std::vector<Expr> sh, starts, extents, used;  // used: ir.h CopyNode::used, where a loop is padded
+      bool padded = false;
       for (auto x : tile_extents(i, shape)) sh.push_back(C(x));
       a.tile_index.clear();
       const Access& o = acc_[a.owner];
@@ -329,17 +371,22 @@ class StageMap {
         if (d.var < 0 && !o.width.empty() && o.width[k] > 1) {  // a dim the owner's tile spans
           starts.push_back(C(o.lo[k]));
           extents.push_back(C(o.width[k]));
+          used.push_back(extents.back());
           a.tile_index.push_back(C(*ir::arith::literal(d.start) - o.lo[k]));
           continue;
         }
         if (d.var < 0) {
           starts.push_back(d.start);
           extents.push_back(C(1));
+          used.push_back(extents.back());
           if (!a.tile_index.empty()) a.tile_index.push_back(C(0));  // a dim of the tile after one of the map
           continue;
         }
         starts.push_back(simp(ir::arith::add(d.start, simp(ir::arith::add(n_.mins[d.var], origin[d.var])))));
         extents.push_back(C(shape[d.var]));
+        const Expr& user = n_.user[d.var];  // the chunk's iterations before the user's extent
+        used.push_back(user ? simp(ir::arith::sub(user, origin[d.var])) : extents.back());
+        padded = padded || user;
         a.tile_index.push_back(local[d.var]);
       }
       if (a.tile_index.empty()) a.tile_index.push_back(C(0));
@@ -351,7 +398,10 @@ class StageMap {
       a.tile = ir::buffer(names_.fresh(a.g->name + "_stage"), a.g->dtype, sh, ir::Scope::fragment, sp_);
       out.push_back(std::make_shared<ir::AllocNode>(a.tile, sp_));
       if (!a.stored || a.preload)
-        out.push_back(std::make_shared<ir::CopyNode>(windows.back(), ir::full_region(a.tile), sp_));
+        out.push_back(std::make_shared<ir::CopyNode>(windows.back(), ir::full_region(a.tile), sp_, false,
+                                                     a.checked && !a.stored,
+                                                     a.checked && !a.stored && padded ? used : std::vector<Expr>{}));
+      if (a.stored) a.used = padded ? used : std::vector<Expr>{};
     }
     struct ToTiles : ir::Mutator {
       StageMap& m;
@@ -378,7 +428,13 @@ class StageMap {
     for (size_t k = n_.vars.size(); k-- > 0;) body = vec::pfor(local[k], shape[k], body, sp_);
     out.push_back(body);
     for (size_t i = 0; i < acc_.size(); ++i)
-      if (acc_[i].stored && acc_[i].owner == i) out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(acc_[i].tile), windows[i], sp_));
+      if (acc_[i].stored && acc_[i].owner == i) {
+        // checked where the map stores every element of the window itself (no preload: no `if`, no read of the
+        // tensor, no constants merged; serial_maps' guarded store `C[k] = select(c, v, C[k])` reads it)
+        const bool chk = acc_[i].checked && !acc_[i].preload;
+        out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(acc_[i].tile), windows[i], sp_, false, chk,
+                                                     chk ? acc_[i].used : std::vector<Expr>{}));
+      }
   }
 
   // dims d.. of the chunks, the dims before d placed at `origin` with extents `shape`

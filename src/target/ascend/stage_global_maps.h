@@ -12,7 +12,9 @@
 // iterations are cut into chunks of at most kMapStageElems / (the tiles' elements per iteration)
 // elements (a power of two), the last dims first, the outermost then halved while the tiles' bytes
 // (rows padded to 32 B) pass kMapStageElems float32 (a serial loop over the whole chunks of a dim,
-// then its tail); the copies clip the windows to the tensors (tails). Each index of a global
+// then its tail); the copies clip the windows to the tensors (tails), and the copy of a read the map
+// always makes (not under an `if`, not in a discarded arm) is checked (ir.h CopyNode::checked: the
+// simulator reports its window leaving a dimension, which the map's element reads may not). Each index of a global
 // tensor must be (start + one loop variable) or free of the loop variables (an index serial_maps
 // guarded for an if arm counts as the index it guards); a store must use every loop variable once,
 // in the map's order, stores of one tensor may differ in constant indices only, and a read of a

@@ -48,8 +48,8 @@ ir::Buffer Names::ub(const ir::Buffer& owner, const std::string& suffix, ir::DTy
   return b;
 }
 
-ir::Stmt pfor(const ir::Var& v, int64_t extent, const ir::Stmt& body, const ir::Span& sp) {
-  return std::make_shared<ir::ForNode>(v, C(0), C(extent), ir::ForKind::parallel, 0, body, sp);
+ir::Stmt pfor(const ir::Var& v, int64_t extent, const ir::Stmt& body, const ir::Span& sp, ir::Expr user) {
+  return std::make_shared<ir::ForNode>(v, C(0), C(extent), ir::ForKind::parallel, 0, body, sp, std::move(user));
 }
 
 std::string unused_index_hint(const std::string& buffer) {
@@ -67,6 +67,7 @@ std::optional<VectorMap> vector_map(const ir::Stmt& s) {
     if (!e || !mn || *mn != 0) return std::nullopt;
     m.vars.push_back(cur->var);
     m.ext.push_back(*e);
+    m.user.push_back(cur->user_extent);
     const ir::Stmt& b = cur->body;
     if (b && b->kind == ir::StmtKind::For && as<ir::ForNode>(b)->for_kind == ir::ForKind::parallel) {
       cur = as<ir::ForNode>(b);

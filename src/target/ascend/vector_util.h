@@ -42,13 +42,14 @@ class Names {
 };
 
 // One level of a T.Parallel map: for v in parallel(0, extent) { body }.
-ir::Stmt pfor(const ir::Var& v, int64_t extent, const ir::Stmt& body, const ir::Span& sp);
+ir::Stmt pfor(const ir::Var& v, int64_t extent, const ir::Stmt& body, const ir::Span& sp, ir::Expr user = nullptr);
 
 // A T.Parallel map that legalize_vector lowers: 1 or 2 nested parallel loops from 0 with constant
 // extents whose body is stores into UB tiles (and lets) reading UB tiles and global tensors.
 struct VectorMap {
   std::vector<ir::Var> vars;  // outer to inner
   std::vector<int64_t> ext;
+  std::vector<ir::Expr> user;   // per variable: a padded loop's user extent (ir.h ForNode::user_extent), else null
   ir::Stmt body;                // the innermost loop's body
   std::vector<ir::Stmt> items;  // its statements (stores and lets)
 };

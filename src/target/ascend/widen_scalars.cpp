@@ -347,8 +347,12 @@ struct Fields {
   void operator()(LocalRef& r) const { f(r.offset); }
   void operator()(GmRef& r) const { f(r.offset); }
   void operator()(std::vector<DimIndex>& dims) const {
-    for (auto& d : dims) f(d.index), f(d.extent);
+    for (auto& d : dims) {
+      f(d.index), f(d.extent);
+      if (d.used) f(d.used);
+    }
   }
+  void operator()(WindowCheck& w) const { (*this)(w.dims); }
   template <class... X>
   void all(X&... x) const { ((*this)(x), ...); }
 };
@@ -366,7 +370,7 @@ void map_fields(InstrOp& op, F&& fn, const ir::Span& span) {
         f.all(c.src, c.dst, c.blockCount, c.blockLen, c.srcStride, c.dstStride, c.leftPadding, c.rightPadding,
               c.paddingValue);
       },
-      [&](DataCopyPadUbToGm& c) { f.all(c.src, c.dst, c.blockCount, c.blockLen, c.srcStride, c.dstStride); },
+      [&](DataCopyPadUbToGm& c) { f.all(c.src, c.dst, c.blockCount, c.blockLen, c.srcStride, c.dstStride, c.window); },
       [&](DataCopyUbToUb& c) { f.all(c.src, c.dst, c.blockCount, c.blockLen, c.srcStride, c.dstStride); },
       [&](LoadData2D& c) { f.all(c.src, c.dst, c.startIndex, c.repeatTimes, c.srcStride, c.sid, c.dstGap); },
       [&](LoadData3DV2& c) {
@@ -375,10 +379,10 @@ void map_fields(InstrOp& op, F&& fn, const ir::Span& span) {
       [&](FixpipeV220& c) { f.all(c.src, c.dst, c.nSize, c.mSize, c.srcStride, c.dstStride, c.ndNum); },
       [&](FixpipeL1& c) { f.all(c.src, c.dst, c.nSize, c.mSize, c.srcStride, c.dstStride); },
       [&](Mmad& c) { f.all(c.a, c.b, c.c, c.m, c.n, c.k, c.init); },
-      [&](VecCallL2& c) { f.all(c.dst, c.src0, c.src1, c.scalar, c.count, c.sel); },
+      [&](VecCallL2& c) { f.all(c.dst, c.src0, c.src1, c.scalar, c.count, c.sel, c.window); },
       [&](VecCallL0& c) {
         f.all(c.dst, c.src0, c.src1, c.scalar, c.mask, c.repeat, c.dst_blk, c.src0_blk, c.src1_blk, c.dst_rep,
-              c.src0_rep, c.src1_rep);
+              c.src0_rep, c.src1_rep, c.window);
       },
       [&](WholeReduce& c) { f.all(c.dst, c.src, c.mask, c.repeat, c.dst_rep, c.src_blk, c.src_rep); },
       [&](Brcb& c) { f.all(c.dst, c.src, c.repeat, c.dst_blk, c.dst_rep); },

@@ -90,7 +90,7 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
       return;
     }
     if (!m.gm && prog.buffers[m.index].core != c.type) {
-      fail(ReportKind::InvalidInstr, std::string(role) + " buffer " + prog.buffers[m.index].name + " belongs to the " +
+      fail(ReportKind::InvalidInstr, std::string(role) + " " + buffer_name(m, true, "buffer") + " belongs to the " +
                                          std::string(core_type_name(prog.buffers[m.index].core)) + ", not the " +
                                          std::string(core_type_name(c.type)));
       return;
@@ -105,8 +105,7 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
     }
     Span s = base(c, m);
     rect.start += m.off;
-    std::string what = m.gm ? (m.index < 0 ? std::string("the GM workspace") : "GM tensor " + prog.params[m.index].name)
-                            : "buffer " + prog.buffers[m.index].name + " (" + std::string(mem_name(s.mem)) + ")";
+    std::string what = buffer_name(m, false, "buffer");
     // the lowest and highest byte touched (a negative row stride walks downwards)
     int64_t lo = rect.rows > 1 && rect.stride < 0 ? rect.start + (rect.rows - 1) * rect.stride : rect.start;
     int64_t hi = rect.rows > 1 && rect.stride < 0 ? rect.start + rect.row_bytes : rect.end();
@@ -142,21 +141,35 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
     int es = es_of(dt);
     if (!ok || m.gm || tile_end <= 0 || m.off + es <= tile_end) return;
     fail(ReportKind::OutOfBounds, std::string(what) + " bytes [" + std::to_string(m.off) + ", " + std::to_string(m.off + es) +
-                                      ") of tile " + prog.buffers[m.index].name + ", whose last element ends at byte " +
+                                      ") of " + buffer_name(m, true) + ", whose last element ends at byte " +
                                       std::to_string(tile_end) + " (elements of " + std::to_string(es) +
                                       " B): an index outside the tile's dimension (the bytes " +
                                       "after it are the allocation's padding); keep indices within the tile");
+  };
+  // An index of m outside its dimension: "<what> index 3 of dimension 1 of tensor Table, which has 3: ..."
+  auto outside_text = [&](const RMem& m, const ROutsideDim& o, const std::string& what) {
+    return what + " index " + std::to_string(o.index) + " of dimension " + std::to_string(o.dim) + " of " +
+           buffer_name(m, true) + ", which has " + std::to_string(o.extent) + ": outside the dimension";
+  };
+  // A staged window of a map's element reads / stores (verb) that leaves its tensor (program.h WindowCheck;
+  // hunt34 F3, hunt35 F1): reported, not failed (the copy still clips). here: what the copy did there; fix: the
+  // hint's ways after "keep each index within its dimension (".
+  auto window_report = [&](int param, const ROutsideDim& o, const std::string& verb, const std::string& here,
+                           const std::string& fix) {
+    if (!ok || o.dim < 0) return;
+    report(ReportKind::OutOfBounds,
+           outside_text(RMem{true, param, 0}, o, "a T.Parallel map " + verb) + " (its element " + verb + " cover " +
+               "indices " + std::to_string(o.start) + " .. " + std::to_string(o.start + o.count - 1) + " of it, " +
+               here + "; on cpu another row's elements or past the tensor). A map's element " + verb +
+               " are not clipped as a T.copy window is: keep each index within its dimension (" + fix,
+           {describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
   };
   // A scalar-unit element whose index leaves its dimension (hunt34 F1 / F2): inside the buffer, another
   // row's element, which the flat bounds above accept.
   auto outside_dim = [&](const RMem& m, const ROutsideDim& o, const char* what) {
     if (!ok || o.dim < 0) return;
-    const std::string name = !m.gm ? "tile " + prog.buffers[m.index].name
-                             : m.index < 0 ? std::string("the GM workspace") : "tensor " + prog.params[m.index].name;
-    fail(ReportKind::OutOfBounds, std::string(what) + " index " + std::to_string(o.index) + " of dimension " +
-                                      std::to_string(o.dim) + " of " + name + ", which has " +
-                                      std::to_string(o.extent) + ": outside the dimension (the address is another "
-                                      "element of the buffer); keep each index within its dimension");
+    fail(ReportKind::OutOfBounds, outside_text(m, o, what) + " (the address is another element of the buffer); keep "
+                                                             "each index within its dimension");
   };
   std::visit(
       [&](const auto& x) {
@@ -179,8 +192,8 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           // from a read of whole rows)
           if (x.n > 0 && x.d > 0 && x.col_start < 0 && x.src.gm && x.src.index >= 0)
             fail(ReportKind::OutOfBounds,
-                 "source rows start at column " + std::to_string(x.col_start) + " of GM tensor " +
-                     prog.params[x.src.index].name + ", before column 0: each row reads the end of the row before it " +
+                 "source rows start at column " + std::to_string(x.col_start) + " of " + buffer_name(x.src) +
+                     ", before column 0: each row reads the end of the row before it " +
                      "(a window that starts before column 0 inside a strip of " + std::to_string(c0) +
                      " columns cannot be clipped on the Cube's copy; on the device: other elements). Start the window " +
                      "a multiple of " + std::to_string(c0) + " columns before the tensor, or copy it through a UB tile");
@@ -197,7 +210,7 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
                 if (col + x.d > w && !(col == 0 && x.d % w == 0))
                   fail(ReportKind::OutOfBounds,
                        "source row " + std::to_string(rr) + " reads " + std::to_string(x.d) + " elements from column " +
-                           std::to_string(col) + " of GM tensor " + prog.params[x.src.index].name + ", whose rows have " +
+                           std::to_string(col) + " of " + buffer_name(x.src) + ", whose rows have " +
                            std::to_string(w) + " elements: it reads past the row into the next one (a window that " +
                            "starts before column 0 or ends past the last column; on the device: other elements)");
               }
@@ -223,6 +236,11 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
           size_t first = out.size();
           operand(x.dst, Rect{0, x.count, written, x.dst_pitch()}, true, 1, "destination");
           for (size_t i = first; i < out.size(); ++i) out[i].atomic = x.atomic;
+          // a checked store's window (program.h CopyUbToGm::window): a map's element stores staged as one window
+          // leave the tensor (hunt35 F1). Reported, not failed: the copy still clips (nothing stored there).
+          window_report(x.window_param, x.window, "stores", "copied out as one window whose elements outside the "
+                        "tensor are not stored here", "guard the store with an `if`), or store into a tile and T.copy "
+                        "it out (clipped)");
         } else if constexpr (std::is_same_v<T, RLoad2D>) {
           invalid(!mem_is(x.dst, {Mem::L0A, Mem::L0B}), "LoadData with LoadData2DParams writes an L0A or L0B buffer");
           invalid(!mem_is(x.src, {Mem::L1}), "LoadData with LoadData2DParams reads an L1 buffer");
@@ -293,6 +311,11 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
             operand(x.dst, Rect{0, 1, x.repeat * (256 / des / 8), 0}, true, 1, "dst (bit mask)");
           else
             level0_operand(operand, x.dst, des, x.mask, x.repeat, x.blk[0], x.rep[0], true, "dst");
+          // the zero fill of a staged window's tail (program.h WindowCheck): the window of a map's element reads
+          // leaves the tensor (hunt34 F3). Reported, not failed: the fill still runs (the tile reads 0 there).
+          window_report(x.window_param, x.window, "reads", "copied in as one window whose elements outside the "
+                        "tensor read as 0 here", "clamp it, or guard the read with T.if_then_else), or T.copy the "
+                        "window into a tile first (zeros outside) and read the tile");
         } else if constexpr (std::is_same_v<T, RWholeReduce>) {
           int es = es_of(x.dt);
           level0_operand(operand, x.src, es, x.mask, x.repeat, x.src_blk, x.src_rep, false, "src");

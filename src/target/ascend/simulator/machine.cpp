@@ -106,13 +106,16 @@ double call_scalar(const Call& x, Get&& get) {
 }
 
 // Every index of `dims` evaluated (build's calls of `get` do not depend on the values: they compile
-// the expressions in this order), the first outside its dimension kept.
+// the expressions in this order), the first outside its dimension kept (of a window: its start when
+// negative, else the dimension's end); a window's indices past its `used` ones are not checked (none
+// when used <= 0).
 template <class Get>
 ROutsideDim outside_dim(const std::vector<DimIndex>& dims, Get&& get) {
   ROutsideDim o;
   for (const auto& d : dims) {
     const int64_t i = get(d.index).i, n = get(d.extent).i;
-    if (o.dim < 0 && (i < 0 || i >= n)) o = ROutsideDim{d.dim, i, n};
+    const int64_t u = d.used ? std::min(d.count, get(d.used).i) : d.count;
+    if (o.dim < 0 && u > 0 && (i < 0 || i + u > n)) o = ROutsideDim{d.dim, i < 0 ? i : std::max(i, n), n, i, u};
   }
   return o;
 }
@@ -163,6 +166,7 @@ ROp build(const InstrOp& op, Get&& get) {
             r.count = get(x.blockCount).i, r.len = get(x.blockLen).i;
             r.src_stride = get(x.srcStride).i, r.dst_stride = get(x.dstStride).i;
             r.atomic = x.atomic;
+            r.window_param = x.window.param, r.window = outside_dim(x.window.dims, get);
             return r;
           },
           [&](const DataCopyUbToUb& x) -> ROp {
@@ -210,6 +214,7 @@ ROp build(const InstrOp& op, Get&& get) {
             r.mask = get(x.count).i, r.repeat = 1;
             r.cmp = x.cmp;
             if (x.sel.buffer >= 0) r.sel = loc(x.sel);
+            r.window_param = x.window.param, r.window = outside_dim(x.window.dims, get);
             return r;
           },
           [&](const VecCallL0& x) -> ROp {
@@ -223,6 +228,7 @@ ROp build(const InstrOp& op, Get&& get) {
             r.cmp = x.cmp;
             r.blk[0] = get(x.dst_blk).i, r.blk[1] = get(x.src0_blk).i, r.blk[2] = get(x.src1_blk).i;
             r.rep[0] = get(x.dst_rep).i, r.rep[1] = get(x.src0_rep).i, r.rep[2] = get(x.src1_rep).i;
+            r.window_param = x.window.param, r.window = outside_dim(x.window.dims, get);
             return r;
           },
           [&](const WholeReduce& x) -> ROp {
@@ -811,6 +817,12 @@ std::string Machine::space_name(int space) const {
   if (space == np) return "GM workspace";
   int k = space - np - 1;
   return cores[k / 5].name + " " + std::string(mem_name(static_cast<Mem>(k % 5 + 1)));
+}
+
+std::string Machine::buffer_name(const RMem& m, bool brief, const char* local) const {
+  if (m.gm) return m.index < 0 ? std::string("the GM workspace") : (brief ? "tensor " : "GM tensor ") + prog.params[m.index].name;
+  const BufferDecl& b = prog.buffers[m.index];
+  return std::string(local) + " " + b.name + (brief ? std::string() : " (" + std::string(mem_name(b.mem)) + ")");
 }
 
 Machine::Span Machine::base(const Core& c, const RMem& m) {

@@ -61,6 +61,9 @@ struct RNd2Nz {
   int64_t nd_num, n, d, src_nd_stride, src_d, c0_stride, n_stride, nz_matrix_stride;
   int64_t col_start = 0;  // DataCopyNd2Nz::col_start (0 when not set): negative = a read before column 0
 };
+// The first index of an element access (or of a window's indices start .. start + count - 1) outside its
+// dimension (program.h DimIndex); dim -1: none.
+struct ROutsideDim { int dim = -1; int64_t index = 0, extent = 0, start = 0, count = 1; };
 // DataCopyPad (GM -> UB, UB -> GM) and DataCopy (UB -> UB) in the API's fields; the byte geometry
 // the fields describe is given by the member functions.
 struct RDataCopy {
@@ -71,6 +74,8 @@ struct RDataCopy {
   int64_t left = 0, right = 0;
   double pad_value = 0;
   bool atomic = false;  // UbToGm after SetAtomicAdd<dt>: added into GM (program.h DataCopyPadUbToGm)
+  int window_param = -1;  // UbToGm: the tensor of the window check it carries (program.h WindowCheck)
+  ROutsideDim window;
   int es() const { return ir::DType(dt).bytes(); }
   int64_t bytes() const { return kind == UbToUb ? len * 32 : len; }  // data bytes of one burst
   // bytes one UB burst occupies (GM -> UB: padding elements + data rounded up to 32 B)
@@ -107,12 +112,12 @@ struct RVecCall {
   double scalar = 0;  // converted to vec_scalar_dtype as the printed static_cast (machine.cpp build)
   int64_t mask = 0, repeat = 0;
   int64_t blk[3] = {1, 1, 1}, rep[3] = {0, 0, 0};  // dst, src0, src1 (32 B blocks)
+  int window_param = -1;  // Duplicate: the tensor of the window check it carries (program.h WindowCheck)
+  ROutsideDim window;
 };
 struct RWholeReduce { ReduceOp op; ir::DTypeCode dt; RMem dst, src; int64_t mask, repeat, dst_rep, src_blk, src_rep; };
 struct RBrcb { ir::DTypeCode dt; RMem dst, src; int64_t repeat, dst_blk, dst_rep; };
 struct RGather { ir::DTypeCode dt; RMem dst, src, offset; int64_t base, count, src_elems; };
-// The first index of a scalar-unit element access outside its dimension (program.h DimIndex); dim -1: none.
-struct ROutsideDim { int dim = -1; int64_t index = 0, extent = 0; };
 struct RScalarLoad { RMem src; ir::DTypeCode dt; int64_t tile_end = 0; ROutsideDim outside; };  // Global/LocalTensor::GetValue (pipe S)
 struct RScalarStore { RMem dst; ir::DTypeCode dt; Value value; int64_t tile_end = 0; ROutsideDim outside; };  // LocalTensor::SetValue (pipe S)
 struct RFlag { Pipe src, dst; int64_t event; bool set; };
@@ -281,6 +286,9 @@ class Machine {
   void wait_data();  // waits until every data effect issued so far ran (the functional queue)
   int num_spaces() const;
   std::string space_name(int space) const;
+  // The name a report gives operand m (one place): a tensor parameter "GM tensor A", the workspace "the GM
+  // workspace", an on-chip buffer "<local> y (UB)"; brief: "tensor A", "tile y" (local "tile").
+  std::string buffer_name(const RMem& m, bool brief = false, const char* local = "tile") const;
 
   void report(ReportKind k, std::string msg, std::vector<ReportInstr> instrs);
   ReportInstr describe(const Core& c, const Instr* in, int64_t cycle) const;

@@ -81,17 +81,11 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
     if (!a.write && !read) read = &a;
     if (a.write && !write) write = &a;
   }
-  auto tile = [&](const RMem& m) {
-    const BufferDecl& b = m_.prog.buffers[static_cast<size_t>(m.index)];
-    return std::string("tile ") + b.name + " (" + std::string(mem_name(b.mem)) + ")";
-  };
   auto tile_bytes = [&](const RMem& m, int64_t abs, int64_t len) {
     int64_t at = abs - m_.prog.buffers[static_cast<size_t>(m.index)].offset;
-    return "bytes " + range(at, at + len) + " of " + tile(m);
+    return "bytes " + range(at, at + len) + " of " + m_.buffer_name(m);
   };
-  auto gm_name = [&](const RMem& m) {
-    return m.index < 0 ? std::string("the GM workspace") : "GM tensor " + m_.prog.params[static_cast<size_t>(m.index)].name;
-  };
+
   if (auto* x = std::get_if<RDataCopy>(&r.op)) {
     if (x->kind == RDataCopy::UbToGm) {
       if (!read) return;
@@ -102,7 +96,7 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
       const std::string name = m_.prog.buffers[static_cast<size_t>(x->src.index)].name;
       report(c, r,
              "DataCopyPad copies " + std::to_string(g.count) + " byte(s) that no instruction of this block wrote " +
-                 (x->atomic ? "into (atomic add) " : "out to ") + gm_name(x->dst) + ": first " +
+                 (x->atomic ? "into (atomic add) " : "out to ") + m_.buffer_name(x->dst) + ": first " +
                  tile_bytes(x->src, g.at, g.len) + ", element(s) " + range(col, col + (g.len + es - 1) / es) +
                  " of row " + std::to_string(g.row) + " of the copy (" + std::to_string(x->count) + " row(s) of " +
                  std::to_string(x->len / es) + " elements); on the chip they hold whatever the UB held before "
@@ -145,9 +139,8 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
     const int64_t col = strip * 16 + (first.at - (read->rect.start + strip * x->src_stride * 64 + first.row * 64)) / 4;
     const std::string name = m_.prog.buffers[static_cast<size_t>(x->src.index)].name;
     report(c, r,
-           "Fixpipe stores " + std::to_string(count / 4) + " element(s) of " + tile(x->src) +
-               " that no Mmad of this block wrote " + (x->atomic ? "into (atomic add) " : "into ") +
-               (x->nz ? tile(x->dst) : gm_name(x->dst)) +
+           "Fixpipe stores " + std::to_string(count / 4) + " element(s) of " + m_.buffer_name(x->src) +
+               " that no Mmad of this block wrote " + (x->atomic ? "into (atomic add) " : "into ") + m_.buffer_name(x->dst) +
                ": first element (" + std::to_string(first.row) + ", " + std::to_string(col) + ") of its " +
                std::to_string(x->m) + " x " + std::to_string(x->n) + " window (" + tile_bytes(x->src, first.at, 4) +
                "); on the chip L0C holds whatever it held before (an earlier block's or kernel's data); compute every "
