@@ -227,7 +227,7 @@ TEST(LegalizeVector, GlobalReadHoistedOutOfTheLoop) {
     grid(bx = 2) {
   alloc x: UB float32[8, 64]
   alloc W_ub_0: UB float16[64]
-  copy W -> W_ub_0
+  checked_copy W -> W_ub_0
   alloc W_ub_1: UB float32[64]
   for j_0_0 in parallel(0, 64) {
     W_ub_1[j_0_0] = cast<float32>(W_ub_0[j_0_0])
