@@ -1346,8 +1346,10 @@ def sobel(H, W, dt, form, bm=BM):
             else:
                 T.copy(X[bx * bm, 0], x)
                 for i, j in T.Parallel(bm, W - 2):
-                    gx = (x[i, j + 2] + 2.0 * x[i + 1, j + 2] + x[i + 2, j + 2]) - (x[i, j] + 2.0 * x[i + 1, j] + x[i + 2, j])
-                    gy = (x[i + 2, j] + 2.0 * x[i + 2, j + 1] + x[i + 2, j + 2]) - (x[i, j] + 2.0 * x[i, j + 1] + x[i, j + 2])
+                    gx = ((x[i, j + 2] + 2.0 * x[i + 1, j + 2] + x[i + 2, j + 2])
+                          - (x[i, j] + 2.0 * x[i + 1, j] + x[i + 2, j]))
+                    gy = ((x[i + 2, j] + 2.0 * x[i + 2, j + 1] + x[i + 2, j + 2])
+                          - (x[i, j] + 2.0 * x[i, j + 1] + x[i, j + 2]))
                     y[i, j] = T.sqrt(gx * gx + gy * gy)
             T.copy(y, Y[bx * bm, 0])
 
@@ -1501,7 +1503,8 @@ def _roi(dt, shape, rng):
                 a, b = int(np.floor(yy)), int(np.floor(xx))
                 a1, b1 = min(a + 1, H - 1), min(b + 1, W - 1)
                 ly, lx = yy - a, xx - b
-                ref[r, p, q] = ((1 - ly) * ((1 - lx) * F[a, b] + lx * F[a, b1]) + ly * ((1 - lx) * F[a1, b] + lx * F[a1, b1]))
+                ref[r, p, q] = ((1 - ly) * ((1 - lx) * F[a, b] + lx * F[a, b1])
+                                + ly * ((1 - lx) * F[a1, b] + lx * F[a1, b1]))
     return roi_align, (H, W, C, R, P, dt), [f, rois], [ref], {"tol": (1e-4, 1e-4)}
 
 
@@ -1519,9 +1522,9 @@ def attn37(B, Sq, Sk, D, dt, form, W=3, bq=16):
     """Attention of all Sk keys in one tile (S = Q K^T / sqrt(D), softmax, P V; probabilities rounded to dt):
     `kpm` cross-attention with a key padding mask Ak (B, Sk) int32 (0: padded); `t5_select` T5's bidirectional
     relative-position bucket of j - i computed in the kernel (16 buckets, max distance 32), its bias from a (16,)
-    table by a serial loop of T.where over the buckets; `t5_gather` the table read at the bucket; `longformer`
-    local (|i - j| <= W) plus global tokens (Ak[b, j] != 0 flags) both ways; `streaming` StreamingLLM decode (the
-    rows are heads at one position): keys j == 0 (the sink token) or Ln[b] - W <= j < Ln[b]."""
+    table by a serial loop of T.where over the buckets; `t5_gather` the table tile read at the bucket (tb[bk[i, j]]);
+    `longformer` local (|i - j| <= W) plus global tokens (Ak[b, j] != 0 flags) both ways; `streaming` StreamingLLM
+    decode (the rows are heads at one position): keys j == 0 (the sink token) or Ln[b] - W <= j < Ln[b]."""
     scale = 1.0 / math.sqrt(D)
 
     @T.prim_func
@@ -1829,8 +1832,9 @@ def _topk_argmax(dt, shape, rng):
 @tw.jit(out_idx=[-3, -2, -1])
 def rle(N, form):
     """Run-length encoding of an int32 sequence (torch.unique_consecutive(return_counts=True)): a run starts where
-    x[i] != x[i - 1] (`or`: `i == 0 or x[i] != x[i - 1]`; `clamped`: x[T.max(i - 1, 0)]); its value and its start
-    stored in a serial scalar loop, lengths from the next start."""
+    x[i] != x[i - 1] (`or`: `i == 0 or x[i] != x[i - 1]`, which reads x[-1]: `or` evaluates both operands, an error
+    on both targets; `clamped`, its hint: x[T.max(i - 1, 0)]); its value and its start stored in a serial scalar
+    loop, lengths from the next start."""
     @T.prim_func
     def main(X: T.Tensor((N,), "int32"), Val: T.Tensor((N,), "int32"), Len: T.Tensor((N,), "int32"),
              Cnt: T.Tensor((1,), "int32")):
@@ -1941,7 +1945,7 @@ CASES = {
     # attention
     "cross_attn_key_padding": (_attn37("kpm"), H16, [(2, 13, 37, 16), (1, 1, 1, 16)]),
     "t5_bucket_select": (_attn37("t5_select"), H16, [(2, 13, 37, 16), (1, 1, 1, 16)]),
-    "t5_bucket_gather": (_attn37("t5_gather"), H16, [(2, 13, 37, 16)]),
+    "t5_bucket_gather": (_attn37("t5_gather"), H16, [(2, 13, 37, 16), (1, 1, 1, 16)]),
     "longformer_global": (_attn37("longformer"), H16, [(2, 37, 37, 16), (1, 1, 1, 16)]),
     "streaming_sink_decode": (_attn37("streaming"), H16, [(2, 8, 37, 16), (1, 1, 1, 16)]),
     "diff_attn": (_diff_attn, H16, [(2, 37, 16), (1, 1, 16)]),
