@@ -157,6 +157,12 @@ class BoundsChecker : public Visitor {
       --guarded_;
       return;
     }
+    if (e->kind == ExprKind::Binary && (as<BinaryNode>(e)->op == BinOp::And || as<BinaryNode>(e)->op == BinOp::Or)) {
+      ++logic_;  // both operands are evaluated (cpu prints `or` as `|`, the simulator computes both): the hint says so
+      Visitor::visit(e);
+      --logic_;
+      return;
+    }
     if (e->kind == ExprKind::Load) {
       auto* n = as<LoadNode>(e);
       check(e.get(), n->buffer, n->indices, nullptr, e->span);
@@ -197,8 +203,13 @@ class BoundsChecker : public Visitor {
       }
       std::string index = extents ? "region start " + print(indices[d]) + " (extent " + print((*extents)[d]) + ")"
                                   : "index " + print(indices[d]);
+      // port37 F4: `if i == 0 or x[i] != x[i - 1]:` reads x[-1] (cpu prints `or` as `|`)
       throw Error(index + " of '" + b->name + "' " + what, sp.known() ? sp : k_->span,
-                  "check the loop extents against the buffer's shape (e.g. T.Parallel extents in the tile's order)");
+                  logic_ > 0 ? "'and' / 'or' in a kernel evaluate both operands (no short circuit), so the read runs "
+                               "even where the other operand decides: clamp the index (x[T.max(i - 1, 0)]) or test "
+                               "the guard in an if around the read"
+                             : "check the loop extents against the buffer's shape (e.g. T.Parallel extents in the "
+                               "tile's order)");
     }
   }
 
@@ -325,6 +336,7 @@ class BoundsChecker : public Visitor {
   const Kernel& k_;
   std::unordered_map<const void*, Range> vars_;
   int guarded_ = 0;
+  int logic_ = 0;  // inside an operand of and / or
 };
 
 }  // namespace

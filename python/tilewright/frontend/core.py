@@ -640,6 +640,12 @@ class Parser:
                     self.error(node, f"'{_op_symbol(op)}' compares Python values only (e.g. a @tw.jit argument "
                                      "with None), not kernel values", "use == or != on kernel values")
                 r = (left is right) == isinstance(op, ast.Is)
+            elif isinstance(op, (ast.In, ast.NotIn)):  # `form in ("a", "b")` on a @tw.jit argument (port37 F2)
+                if not (_is_py_value(left) and isinstance(right, tuple) and all(_is_py_value(v) for v in right)):
+                    self.error(node, f"'{_op_symbol(op)}' tests a Python value against a tuple or list of Python "
+                                     "values only (e.g. a @tw.jit argument), not kernel values",
+                               "compare kernel values with == and combine them with or: x == a or x == b")
+                r = (left in right) == isinstance(op, ast.In)
             elif type(op) not in _CMPOPS:
                 self.error(node, f"unsupported comparison '{_op_symbol(op)}' in a kernel")
             elif _is_py_value(left) and _is_py_value(right):

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <vector>
 
 #include "ir/functor.h"
 #include "target/ascend/vector_util.h"
@@ -123,7 +124,16 @@ ir::Kernel expand_math(const ir::Kernel& kernel, const target::Target& target) {
   (void)target;
   ir::Stmt body = vec::rewrite_stmts(kernel->body, [&](const ir::Stmt& s) -> std::optional<std::vector<ir::Stmt>> {
     if (s->kind != ir::StmtKind::For || as<ir::ForNode>(s)->for_kind != ir::ForKind::parallel) return std::nullopt;
-    auto m = vec::vector_map(s);
+    // a map over more than 2 dims (an N-D tile): legalize_vector runs its leading loops serially around the
+    // 2-D map of the last two (rewrite_map), so that map is the vector code (port37 F1: T.rsqrt / T.silu in a
+    // 3-D map were "not supported on Ascend vector units yet", left unexpanded)
+    std::vector<ir::Stmt> nest;
+    for (ir::Stmt c = s; c && c->kind == ir::StmtKind::For && as<ir::ForNode>(c)->for_kind == ir::ForKind::parallel;) {
+      nest.push_back(c);
+      c = as<ir::ForNode>(c)->body;
+      while (c && c->kind == ir::StmtKind::Seq && as<ir::SeqNode>(c)->body.size() == 1) c = as<ir::SeqNode>(c)->body[0];
+    }
+    auto m = vec::vector_map(nest.size() > 2 ? nest[nest.size() - 2] : s);
     if (!m) return std::vector<ir::Stmt>{s};  // not vector code: select_instructions reports it
     Expander ex;
     // the scalar test of legalize_vector's map lowering: a value using the row index of a 2-D map

@@ -890,15 +890,20 @@ class Splitter {
       auto e = ir::as_const_int(f->extent);
       if (!e || *e != M) not_local(s->span, "a T.Parallel loop whose first extent is not the row count " + std::to_string(M));
       auto uses_v = [&](const Expr& x) {
+        // a row tile's element read inside the index (a table gathered at a row tile's value, tb[bk[i, j]]: port37
+        // F5) is that AIV's own row (RowSub localizes it): the index does not use the row variable itself
         struct V : ir::Visitor {
           const ir::VarNode* v;
+          const std::unordered_map<Node, int64_t>* rows = nullptr;
           bool u = false;
           void visit(const Expr& y) override {
             if (y && y.get() == v) u = true;
+            if (y && y->kind == ir::ExprKind::Load && rows->count(ir::as<ir::LoadNode>(y)->buffer.get())) return;
             ir::Visitor::visit(y);
           }
           using ir::Visitor::visit;
         } vis;
+        vis.rows = &rows;
         vis.v = v;
         vis.visit(x);
         return vis.u;
