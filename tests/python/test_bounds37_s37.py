@@ -167,3 +167,27 @@ def test_cpu_checked_reports_the_same_index(tmp_path):
     lines = p.stdout.strip().splitlines()
     for (name, n, _, (i, d)), ln in zip(OUTSIDE + [("under_if", 3, None, (8, 1))], lines):
         assert ln.startswith(f"{name} {n} index {i} is out of bounds for dimension {d}"), p.stdout
+
+
+# port36 F4 (fixed): an error at a statement of a loop that multi_buffer unrolls printed the loop's internal variable,
+# S[bx * 4:+4, g_o * 2:+1] for the user's S[bx * bm:(bx + 1) * bm, g]; each copy now binds the user's variable in a
+# let (docs/ascend.md "multi_buffer"), so the message names g (cpu runs the kernel: the 1-D tile into a column is
+# an Ascend layout limit).
+def group_scales(NG=3, bm=4):
+    @T.prim_func
+    def k(X: T.Tensor((bm, NG), "float32"), S: T.Tensor((bm, NG), "float32")):
+        with T.Kernel(1) as bx:
+            for g in T.serial(NG):
+                x = T.alloc_fragment((bm,), "float32")
+                T.copy(X[bx * bm:(bx + 1) * bm, g], x)
+                for i in T.Parallel(bm):
+                    x[i] = x[i] * 2.0
+                T.copy(x, S[bx * bm:(bx + 1) * bm, g])
+    return k
+
+
+def test_f4_error_names_the_users_loop_variable():
+    with pytest.raises(tw.TilewrightError, match="a column of a tensor cannot fill or come from a 1-D tile") as e:
+        tw.compile(group_scales(), target=TARGET)
+    assert "X[bx * 4:+4, g:+1]" in e.value.message and "g_o" not in e.value.message, e.value.message
+    assert e.value.line > 0 and "shape (4, 1)" in e.value.hint
