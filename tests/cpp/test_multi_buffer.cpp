@@ -32,13 +32,15 @@ TEST(MultiBuffer, PipelinedLoopGetsStagedTiles) {
   alloc a: L1 float16[2, 128, 64]
   for k_o in serial(0, 2) {
     {
-      copy A[0:+128, k_o * 2 * 64:+64] -> a[0:+1, 0:+128, 0:+64]
-      let kk_s0: int32 = k_o * 2 * 2
+      let k: int32 = k_o * 2
+      copy A[0:+128, k * 64:+64] -> a[0:+1, 0:+128, 0:+64]
+      let kk_s0: int32 = k * 2
       gemm a[0:+1, 0:+128, 0:+64], a[0:+1, 0:+128, 0:+64] -> acc trans_a=false trans_b=true clear=false
     }
     if k_o * 2 + 1 < 3 {
-      copy A[0:+128, (k_o * 2 + 1) * 64:+64] -> a[1:+1, 0:+128, 0:+64]
-      let kk_s1: int32 = (k_o * 2 + 1) * 2
+      let k_s1: int32 = k_o * 2 + 1
+      copy A[0:+128, k_s1 * 64:+64] -> a[1:+1, 0:+128, 0:+64]
+      let kk_s1: int32 = k_s1 * 2
       gemm a[1:+1, 0:+128, 0:+64], a[1:+1, 0:+128, 0:+64] -> acc trans_a=false trans_b=true clear=false
     }
   }
@@ -62,12 +64,14 @@ TEST(MultiBuffer, SerialLoopThatLoadsIsStagedWhenItFits) {
   alloc x: UB float32[2, 16, 64]
   for r_o in serial(0, 2) {
     {
-      copy X[r_o * 2 * 16:+16, 0:+64] -> x[0:+1, 0:+16, 0:+64]
-      copy x[0:+1, 0:+16, 0:+64] -> Y[r_o * 2 * 16:+16, 0:+64]
+      let r: int32 = r_o * 2
+      copy X[r * 16:+16, 0:+64] -> x[0:+1, 0:+16, 0:+64]
+      copy x[0:+1, 0:+16, 0:+64] -> Y[r * 16:+16, 0:+64]
     }
     {
-      copy X[(r_o * 2 + 1) * 16:+16, 0:+64] -> x[1:+1, 0:+16, 0:+64]
-      copy x[1:+1, 0:+16, 0:+64] -> Y[(r_o * 2 + 1) * 16:+16, 0:+64]
+      let r_s1: int32 = r_o * 2 + 1
+      copy X[r_s1 * 16:+16, 0:+64] -> x[1:+1, 0:+16, 0:+64]
+      copy x[1:+1, 0:+16, 0:+64] -> Y[r_s1 * 16:+16, 0:+64]
     }
   }
 }
@@ -106,11 +110,13 @@ TEST(MultiBuffer, TileAllocatedBeforeThePipelinedLoopIsStagedAsIfAllocatedInside
   alloc a: L1 float16[2, 128, 64]
   for k_o in serial(0, 2) {
     {
-      copy A[0:+128, k_o * 2 * 64:+64] -> a[0:+1, 0:+128, 0:+64]
+      let k: int32 = k_o * 2
+      copy A[0:+128, k * 64:+64] -> a[0:+1, 0:+128, 0:+64]
       gemm a[0:+1, 0:+128, 0:+64], a[0:+1, 0:+128, 0:+64] -> acc trans_a=false trans_b=true clear=false
     }
     if k_o * 2 + 1 < 3 {
-      copy A[0:+128, (k_o * 2 + 1) * 64:+64] -> a[1:+1, 0:+128, 0:+64]
+      let k_s1: int32 = k_o * 2 + 1
+      copy A[0:+128, k_s1 * 64:+64] -> a[1:+1, 0:+128, 0:+64]
       gemm a[1:+1, 0:+128, 0:+64], a[1:+1, 0:+128, 0:+64] -> acc trans_a=false trans_b=true clear=false
     }
   }
@@ -151,8 +157,9 @@ TEST(MultiBuffer, TileBeforeTheLoopThatLivesAcrossIterationsIsNotStaged) {
   fill s = 0.0
   for r_o in serial(0, 2) {
     {
-      copy X[r_o * 2 * 16:+16, 0:+64] -> last
-      copy X[r_o * 2 * 16:+8, 0:+64] -> part[0:+8, 0:+64]
+      let r: int32 = r_o * 2
+      copy X[r * 16:+16, 0:+64] -> last
+      copy X[r * 16:+8, 0:+64] -> part[0:+8, 0:+64]
       for i_s0 in parallel(0, 16) {
         for j_s0 in parallel(0, 64) {
           s[i_s0, j_s0] = s[i_s0, j_s0] + last[i_s0, j_s0] + part[i_s0, j_s0]
@@ -160,8 +167,9 @@ TEST(MultiBuffer, TileBeforeTheLoopThatLivesAcrossIterationsIsNotStaged) {
       }
     }
     {
-      copy X[(r_o * 2 + 1) * 16:+16, 0:+64] -> last
-      copy X[(r_o * 2 + 1) * 16:+8, 0:+64] -> part[0:+8, 0:+64]
+      let r_s1: int32 = r_o * 2 + 1
+      copy X[r_s1 * 16:+16, 0:+64] -> last
+      copy X[r_s1 * 16:+8, 0:+64] -> part[0:+8, 0:+64]
       for i_s1 in parallel(0, 16) {
         for j_s1 in parallel(0, 64) {
           s[i_s1, j_s1] = s[i_s1, j_s1] + last[i_s1, j_s1] + part[i_s1, j_s1]
@@ -201,20 +209,23 @@ TEST(MultiBuffer, L0TilesGetTheCopiesThatFit) {
   alloc a_l0: L0A float16[2, 128, 64]
   alloc b_l0: L0B float16[2, 64, 256]
   {
-    copy B[0 * 64:+64, 0:+256] -> b[0:+1, 0:+64, 0:+256]
-    copy A[0:+128, 0 * 64:+64] -> a_l0[0:+1, 0:+128, 0:+64]
+    let k_r0: int32 = 0
+    copy B[k_r0 * 64:+64, 0:+256] -> b[0:+1, 0:+64, 0:+256]
+    copy A[0:+128, k_r0 * 64:+64] -> a_l0[0:+1, 0:+128, 0:+64]
     copy b[0:+1, 0:+64, 0:+256] -> b_l0[0:+1, 0:+64, 0:+256]
     gemm a_l0[0:+1, 0:+128, 0:+64], b_l0[0:+1, 0:+64, 0:+256] -> acc trans_a=false trans_b=false clear=false
   }
   {
-    copy B[1 * 64:+64, 0:+256] -> b[1:+1, 0:+64, 0:+256]
-    copy A[0:+128, 1 * 64:+64] -> a_l0[1:+1, 0:+128, 0:+64]
+    let k_r1: int32 = 1
+    copy B[k_r1 * 64:+64, 0:+256] -> b[1:+1, 0:+64, 0:+256]
+    copy A[0:+128, k_r1 * 64:+64] -> a_l0[1:+1, 0:+128, 0:+64]
     copy b[1:+1, 0:+64, 0:+256] -> b_l0[1:+1, 0:+64, 0:+256]
     gemm a_l0[1:+1, 0:+128, 0:+64], b_l0[1:+1, 0:+64, 0:+256] -> acc trans_a=false trans_b=false clear=false
   }
   {
-    copy B[2 * 64:+64, 0:+256] -> b[2:+1, 0:+64, 0:+256]
-    copy A[0:+128, 2 * 64:+64] -> a_l0[0:+1, 0:+128, 0:+64]
+    let k_r2: int32 = 2
+    copy B[k_r2 * 64:+64, 0:+256] -> b[2:+1, 0:+64, 0:+256]
+    copy A[0:+128, k_r2 * 64:+64] -> a_l0[0:+1, 0:+128, 0:+64]
     copy b[2:+1, 0:+64, 0:+256] -> b_l0[0:+1, 0:+64, 0:+256]
     gemm a_l0[0:+1, 0:+128, 0:+64], b_l0[0:+1, 0:+64, 0:+256] -> acc trans_a=false trans_b=false clear=false
   }
@@ -248,22 +259,24 @@ TEST(MultiBuffer, TileBeforeTheLoopFirstWrittenByAMapIsStaged) {
   alloc x_h: UB float16[2, 16, 8]
   for r_o in serial(0, 1) {
     {
-      copy X[r_o * 2 * 16:+16, 0:+8] -> x_h[0:+1, 0:+16, 0:+8]
+      let r: int32 = r_o * 2
+      copy X[r * 16:+16, 0:+8] -> x_h[0:+1, 0:+16, 0:+8]
       for i_s0 in parallel(0, 16) {
         for j_s0 in parallel(0, 8) {
           x[0, i_s0, j_s0] = cast<float32>(x_h[0, i_s0, j_s0])
         }
       }
-      copy x[0:+1, 0:+16, 0:+8] -> Y[r_o * 2 * 16:+16, 0:+8]
+      copy x[0:+1, 0:+16, 0:+8] -> Y[r * 16:+16, 0:+8]
     }
     {
-      copy X[(r_o * 2 + 1) * 16:+16, 0:+8] -> x_h[1:+1, 0:+16, 0:+8]
+      let r_s1: int32 = r_o * 2 + 1
+      copy X[r_s1 * 16:+16, 0:+8] -> x_h[1:+1, 0:+16, 0:+8]
       for i_s1 in parallel(0, 16) {
         for j_s1 in parallel(0, 8) {
           x[1, i_s1, j_s1] = cast<float32>(x_h[1, i_s1, j_s1])
         }
       }
-      copy x[1:+1, 0:+16, 0:+8] -> Y[(r_o * 2 + 1) * 16:+16, 0:+8]
+      copy x[1:+1, 0:+16, 0:+8] -> Y[r_s1 * 16:+16, 0:+8]
     }
   }
 }

@@ -288,10 +288,18 @@ struct MultiBuffer : ir::Mutator {
     bool peel = n && U > S;
     bool exact = n && *n % U == 0;
     int64_t full = peel ? *n / U : 0, rest = peel ? *n % U : 0;
+    // Each copy binds the loop variable to its iteration in a let (`g = g_o * 2`, `g_s1 = g_o * 2 + 1`), not
+    // substituted: the loop's first copy, where a later pass meets an error first, keeps the user's name (port36
+    // F4: a message printed S[bx * 4:+4, g_o * 2:+1] for the user's S[..., g]); the others are renamed apart, as
+    // their own variables are (one C++ scope holds the copies).
     auto instance = [&](int64_t st, const Expr& iter, const char* tag) {
       Instantiate inst(staged, st, tag + std::to_string(st));
-      inst.vars[f->var.get()] = simp(ir::binary(BinOp::Add, f->min, iter));
-      return inst.mutate(body);
+      const bool first = st == 0 && *tag == '_' && tag[1] == 's';
+      ir::Var g = ir::var(first ? f->var->name : f->var->name + inst.suffix, f->var->dtype, f->var->span);
+      inst.vars[f->var.get()] = g;
+      std::vector<Stmt> b{std::make_shared<ir::LetNode>(g, simp(ir::binary(BinOp::Add, f->min, iter)), f->span)};
+      for (const auto& x : ir::stmts_of(inst.mutate(body))) b.push_back(x);
+      return Stmt(std::make_shared<ir::SeqNode>(b, s->span));
     };
     std::vector<Stmt> copies;
     for (int64_t st = 0; st < U; ++st) {

@@ -209,17 +209,24 @@ class Selector {
     return guarded({c.n_rows}, ins(std::move(x)));
   }
 
+  // A checked store (CopyUbToGm::window) is issued also when it moves no row, as blockCount max(n, 0) (0: a NOP,
+  // docs/ascend.md "Empty counts"): its window check rides on the call, and a window wholly outside the tensor's
+  // rows (a row count of 0 after clipping) is reported like one that overhangs it.
   StmtPtr select(const CopyUbToGm& c, const StmtPtr& s) {
     if (StmtPtr parts = in_parts(c, s)) return parts;
     const char* call = "DataCopyExtParams";
+    const bool issued = c.window.param >= 0;  // unguarded: the window's check runs whatever the count
+    auto* m = c.n_rows->kind == ir::ExprKind::Binary ? ir::as<ir::BinaryNode>(c.n_rows) : nullptr;
+    const bool clamped = m && m->op == BinOp::Max && ir::as_const_int(m->b) == 0;  // gm_window's max(.., 0)
+    const Expr rows = issued && !clamped ? simp(ir::binary(BinOp::Max, c.n_rows, C(0))) : c.n_rows;
     DataCopyPadUbToGm x{c.src, c.dst, c.dtype,
-                        field(call, "blockCount", c.n_rows, -kU32, 4095, "rows"),
+                        field(call, "blockCount", rows, -kU32, 4095, "rows"),
                         field(call, "blockLen", c.row_bytes, 0, kU32, "bytes"),
                         gap(call, "srcStride", c.n_rows, floordiv(sub(c.src_stride, round32(c.row_bytes)), C(32)), kU32,
                             "32 B blocks"),
                         gap(call, "dstStride", c.n_rows, sub(c.dst_stride, c.row_bytes), kU32, "bytes"), c.atomic,
                         c.window};
-    return atomic_mode(c.atomic, c.dtype, guarded({c.n_rows}, ins(std::move(x))));
+    return atomic_mode(c.atomic, c.dtype, issued ? ins(std::move(x)) : guarded({c.n_rows}, ins(std::move(x))));
   }
 
   StmtPtr select(const CopyUbToUb& c, const StmtPtr& s) {

@@ -302,6 +302,9 @@ class StageMap {
                               ": the map's iterations would read elements others write",
                           x->span, "write the result into another tensor (Y[i] = X[i + 1] ...), or map over a tile");
         acc_[a->owner].preload = true;
+        // an in-place map (Y[j] = Y[j] * 2): the preload is the user's reads where every one is unguarded; a read in
+        // a discarded arm (serial_maps' `C[k] = select(c, v, C[k])`, an `if`'s store) leaves the window unchecked
+        acc_[a->owner].checked = acc_[a->owner].checked && unguarded.count(ir::print(x));
         return;
       }
       if (find(l->buffer, l->indices)) return;
@@ -397,10 +400,11 @@ class StageMap {
       }
       a.tile = ir::buffer(names_.fresh(a.g->name + "_stage"), a.g->dtype, sh, ir::Scope::fragment, sp_);
       out.push_back(std::make_shared<ir::AllocNode>(a.tile, sp_));
+      // checked: a read the map always makes, or an in-place map's preload (a stored owner still checked with a
+      // preload: every store and every read of its window one the map always makes, no constants merged)
       if (!a.stored || a.preload)
-        out.push_back(std::make_shared<ir::CopyNode>(windows.back(), ir::full_region(a.tile), sp_, false,
-                                                     a.checked && !a.stored,
-                                                     a.checked && !a.stored && padded ? used : std::vector<Expr>{}));
+        out.push_back(std::make_shared<ir::CopyNode>(windows.back(), ir::full_region(a.tile), sp_, false, a.checked,
+                                                     a.checked && padded ? used : std::vector<Expr>{}));
       if (a.stored) a.used = padded ? used : std::vector<Expr>{};
     }
     struct ToTiles : ir::Mutator {
@@ -429,8 +433,9 @@ class StageMap {
     out.push_back(body);
     for (size_t i = 0; i < acc_.size(); ++i)
       if (acc_[i].stored && acc_[i].owner == i) {
-        // checked where the map stores every element of the window itself (no preload: no `if`, no read of the
-        // tensor, no constants merged; serial_maps' guarded store `C[k] = select(c, v, C[k])` reads it)
+        // checked where the map stores every element of the window itself (no preload: no `if`, no constants
+        // merged, no read of the tensor; serial_maps' guarded store `C[k] = select(c, v, C[k])` reads it; an
+        // in-place map's checked preload reports the window first, as cpu reports the read)
         const bool chk = acc_[i].checked && !acc_[i].preload;
         out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(acc_[i].tile), windows[i], sp_, false, chk,
                                                      chk ? acc_[i].used : std::vector<Expr>{}));

@@ -119,24 +119,25 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       const int32_t loop_range = tw_min(((((bx + 1) * 64) + 64 - 1) / 64), 2);
       WaitFlag<HardEvent::MTE2_MTE1>(3);  // line 24
       for (int32_t k_o = 0; k_o < (((loop_range + 3) + 2 - 1) / 2); ++k_o) {
+        const int32_t k = (k_o * 2);
         WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 23
         WaitFlag<HardEvent::FIX_M>(1);  // line 24
-        if ((k_o * 2) < loop_range) {
-          if (tw_max(tw_min((100 - (k_o * 128)), 64), 0) < 64) {
+        if (k < loop_range) {
+          if (tw_max(tw_min((100 - (k * 64)), 64), 0) < 64) {
             InitConstValue(K_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 23
             PipeBarrier<PIPE_MTE2>();  // line 23
           }
           {
             Nd2NzParams tw_p;
             tw_p.ndNum = 1;
-            tw_p.nValue = tw_max(tw_min((100 - (k_o * 128)), 64), 0);
+            tw_p.nValue = tw_max(tw_min((100 - (k * 64)), 64), 0);
             tw_p.dValue = 64;
             tw_p.srcNdMatrixStride = 0;
             tw_p.srcDValue = 64;
             tw_p.dstNzC0Stride = 64;
             tw_p.dstNzNStride = 1;
             tw_p.dstNzMatrixStride = 0;
-            DataCopy(K_shared, K_gm[(((k_o * 8192) + (by * 6400)) + (bz * 12800))], tw_p);  // line 23
+            DataCopy(K_shared, K_gm[(((k * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 23
           }
           SetFlag<HardEvent::MTE2_MTE1>(1);  // line 23
           WaitFlag<HardEvent::M_MTE1>(0);  // line 24
@@ -188,26 +189,26 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             tw_p.quantPre = QuantMode_t::NoQuant;
             tw_p.reluEn = false;
             tw_p.ndNum = 1;
-            Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_o * 2) % 2)) * 4096)], acc_s, tw_p);  // line 26
+            Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (k % 2)) * 4096)], acc_s, tw_p);  // line 26
           }
           CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 26
         }
-        if ((k_o * 2) >= 3) {
-          if (tw_max(tw_min((100 - (((k_o * 2) - 3) * 64)), 64), 0) < 64) {
+        if (k >= 3) {
+          if (tw_max(tw_min((100 - ((k - 3) * 64)), 64), 0) < 64) {
             InitConstValue(V_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 49
             PipeBarrier<PIPE_MTE2>();  // line 49
           }
           {
             Nd2NzParams tw_p;
             tw_p.ndNum = 1;
-            tw_p.nValue = tw_max(tw_min((100 - (((k_o * 2) - 3) * 64)), 64), 0);
+            tw_p.nValue = tw_max(tw_min((100 - ((k - 3) * 64)), 64), 0);
             tw_p.dValue = 64;
             tw_p.srcNdMatrixStride = 0;
             tw_p.srcDValue = 64;
             tw_p.dstNzC0Stride = 64;
             tw_p.dstNzNStride = 1;
             tw_p.dstNzMatrixStride = 0;
-            DataCopy(V_shared, V_gm[(((((k_o * 2) - 3) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
+            DataCopy(V_shared, V_gm[((((k - 3) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
           }
           CrossCoreWaitFlag<2, PIPE_MTE2>(2);  // line 50
           {
@@ -220,7 +221,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             tw_p.dstNzC0Stride = 64;
             tw_p.dstNzNStride = 1;
             tw_p.dstNzMatrixStride = 0;
-            DataCopy(acc_s_cast, workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 4096) + 32768)], tw_p);  // line 50
+            DataCopy(acc_s_cast, workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod((k - 3), 2)) * 4096) + 32768)], tw_p);  // line 50
           }
           SetFlag<HardEvent::MTE2_MTE1>(2);  // line 50
           CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 50
@@ -285,7 +286,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             tw_p.quantPre = QuantMode_t::NoQuant;
             tw_p.reluEn = false;
             tw_p.ndNum = 1;
-            Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) - 3), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
+            Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod((k - 3), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
           }
           CrossCoreSetFlag<2, PIPE_FIX>(4);  // line 51
         }
@@ -298,22 +299,23 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 50
         WaitFlag<HardEvent::FIX_M>(0);  // line 51
         if (((k_o * 2) + 1) < (loop_range + 3)) {
-          if (((k_o * 2) + 1) < loop_range) {
-            if (tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) {
+          const int32_t k_s1 = ((k_o * 2) + 1);
+          if (k_s1 < loop_range) {
+            if (tw_max(tw_min((100 - (k_s1 * 64)), 64), 0) < 64) {
               InitConstValue(K_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 23
               PipeBarrier<PIPE_MTE2>();  // line 23
             }
             {
               Nd2NzParams tw_p;
               tw_p.ndNum = 1;
-              tw_p.nValue = tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0);
+              tw_p.nValue = tw_max(tw_min((100 - (k_s1 * 64)), 64), 0);
               tw_p.dValue = 64;
               tw_p.srcNdMatrixStride = 0;
               tw_p.srcDValue = 64;
               tw_p.dstNzC0Stride = 64;
               tw_p.dstNzNStride = 1;
               tw_p.dstNzMatrixStride = 0;
-              DataCopy(K_shared, K_gm[(((((k_o * 2) + 1) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 23
+              DataCopy(K_shared, K_gm[(((k_s1 * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 23
             }
             SetFlag<HardEvent::MTE2_MTE1>(1);  // line 23
             WaitFlag<HardEvent::M_MTE1>(2);  // line 24
@@ -365,26 +367,26 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.quantPre = QuantMode_t::NoQuant;
               tw_p.reluEn = false;
               tw_p.ndNum = 1;
-              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_o * 2) + 1) % 2)) * 4096)], acc_s, tw_p);  // line 26
+              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (k_s1 % 2)) * 4096)], acc_s, tw_p);  // line 26
             }
             CrossCoreSetFlag<2, PIPE_FIX>(0);  // line 26
           }
-          if (((k_o * 2) + 1) >= 3) {
-            if (tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0) < 64) {
+          if (k_s1 >= 3) {
+            if (tw_max(tw_min((100 - ((k_s1 - 3) * 64)), 64), 0) < 64) {
               InitConstValue(V_shared, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 49
               PipeBarrier<PIPE_MTE2>();  // line 49
             }
             {
               Nd2NzParams tw_p;
               tw_p.ndNum = 1;
-              tw_p.nValue = tw_max(tw_min((100 - (((k_o * 2) + -2) * 64)), 64), 0);
+              tw_p.nValue = tw_max(tw_min((100 - ((k_s1 - 3) * 64)), 64), 0);
               tw_p.dValue = 64;
               tw_p.srcNdMatrixStride = 0;
               tw_p.srcDValue = 64;
               tw_p.dstNzC0Stride = 64;
               tw_p.dstNzNStride = 1;
               tw_p.dstNzMatrixStride = 0;
-              DataCopy(V_shared, V_gm[(((((k_o * 2) + -2) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
+              DataCopy(V_shared, V_gm[((((k_s1 - 3) * 4096) + (by * 6400)) + (bz * 12800))], tw_p);  // line 49
             }
             CrossCoreWaitFlag<2, PIPE_MTE2>(2);  // line 50
             {
@@ -397,7 +399,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.dstNzC0Stride = 64;
               tw_p.dstNzNStride = 1;
               tw_p.dstNzMatrixStride = 0;
-              DataCopy(acc_s_cast, workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 4096) + 32768)], tw_p);  // line 50
+              DataCopy(acc_s_cast, workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod((k_s1 - 3), 2)) * 4096) + 32768)], tw_p);  // line 50
             }
             SetFlag<HardEvent::MTE2_MTE1>(2);  // line 50
             CrossCoreSetFlag<2, PIPE_MTE2>(3);  // line 50
@@ -462,7 +464,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
               tw_p.quantPre = QuantMode_t::NoQuant;
               tw_p.reluEn = false;
               tw_p.ndNum = 1;
-              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_o * 2) + -2), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
+              Fixpipe<float, float, CFG_ROW_MAJOR>(workspace_gm_f32[(((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod((k_s1 - 3), 2)) * 4096) + 65536)], acc_o_pv, tw_p);  // line 51
             }
             SetFlag<HardEvent::M_FIX>(5);  // line 24
             WaitFlag<HardEvent::M_FIX>(5);  // line 26
@@ -542,16 +544,17 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
       const int32_t loop_range_v = tw_min(((((bx + 1) * 64) + 64 - 1) / 64), 2);
       PipeBarrier<PIPE_V>();  // line 25
       for (int32_t k_v_o = 0; k_v_o < (((loop_range_v + 3) + 2 - 1) / 2); ++k_v_o) {
+        const int32_t k_v = (k_v_o * 2);
         DataCopy(scores_scale_prev3, scores_scale_prev2, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
         PipeBarrier<PIPE_V>();  // line 22
         DataCopy(scores_scale_prev2, scores_scale_prev, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
         PipeBarrier<PIPE_V>();  // line 22
         DataCopy(scores_scale_prev, scores_scale, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
-        if ((k_v_o * 2) < loop_range_v) {
+        if (k_v < loop_range_v) {
           DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
           CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 26
           WaitFlag<HardEvent::V_MTE2>(1);  // line 26
-          DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
+          DataCopyPad(acc_s_ub_in, workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (k_v % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
           SetFlag<HardEvent::MTE2_V>(1);  // line 26
           CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 26
           WaitFlag<HardEvent::MTE2_V>(1);  // line 26
@@ -561,9 +564,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           PipeBarrier<PIPE_V>();  // line 26
           Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.125f), 2048);  // line 26
           PipeBarrier<PIPE_V>();  // line 26
-          if (tw_min(((((bx * 64) + (vid * 32)) - (k_v_o * 128)) + 1), ((((bx * 64) + (vid * 32)) - (k_v_o * 128)) + 32)) < 64) {
+          if (tw_min(((((bx * 64) + (vid * 32)) - (k_v * 64)) + 1), ((((bx * 64) + (vid * 32)) - (k_v * 64)) + 32)) < 64) {
             for (int32_t r_0_s0 = 0; r_0_s0 < 32; ++r_0_s0) {
-              const int32_t hi_0_s0 = tw_min(tw_max(tw_min(((r_0_s0 + (((bx * 64) + (vid * 32)) - (k_v_o * 128))) + 1), 64), 0), 64);
+              const int32_t hi_0_s0 = tw_min(tw_max(tw_min(((r_0_s0 + (((bx * 64) + (vid * 32)) - (k_v * 64))) + 1), 64), 0), 64);
               PipeBarrier<PIPE_V>();  // line 26
               if (hi_0_s0 < 64) {
                 const int32_t blk_0_s0 = ((hi_0_s0 / 8) * 8);
@@ -621,7 +624,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
           Add(logsum, logsum, scores_sum, 32);  // line 47
           CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
           WaitFlag<HardEvent::V_MTE3>(2);  // line 50
-          DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + ((k_v_o * 2) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
+          DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (k_v % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
           CrossCoreSetFlag<2, PIPE_MTE3>(2);  // line 50
         } else {
           WaitFlag<HardEvent::MTE3_V>(1);  // line 26
@@ -629,14 +632,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         SetFlag<HardEvent::V_MTE3>(0);
         WaitFlag<HardEvent::V_MTE3>(0);
         SetFlag<HardEvent::MTE3_V>(0);  // line 50
-        if ((k_v_o * 2) >= 3) {
+        if (k_v >= 3) {
           PipeBarrier<PIPE_V>();  // line 37
           Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_scale_prev3, static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
           PipeBarrier<PIPE_V>();  // line 37
           Mul(acc_o_ub, acc_o_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
           CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
           WaitFlag<HardEvent::V_MTE2>(2);  // line 51
-          DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) - 3), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
+          DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod((k_v - 3), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
           SetFlag<HardEvent::MTE2_V>(2);  // line 51
           CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
           PipeBarrier<PIPE_V>();  // line 51
@@ -649,15 +652,16 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
         WaitFlag<HardEvent::MTE2_V>(0);
         SetFlag<HardEvent::V_MTE2>(0);  // line 51
         if (((k_v_o * 2) + 1) < (loop_range_v + 3)) {
+          const int32_t k_v_s1 = ((k_v_o * 2) + 1);
           DataCopy(scores_scale_prev3[32], scores_scale_prev2, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
           PipeBarrier<PIPE_V>();  // line 22
           DataCopy(scores_scale_prev2, scores_scale_prev, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
           PipeBarrier<PIPE_V>();  // line 22
           DataCopy(scores_scale_prev, scores_scale, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 22
-          if (((k_v_o * 2) + 1) < loop_range_v) {
+          if (k_v_s1 < loop_range_v) {
             DataCopy(scores_max_prev, scores_max, DataCopyParams{static_cast<uint16_t>(1), static_cast<uint16_t>(4), static_cast<uint16_t>(0), static_cast<uint16_t>(0)});  // line 25
             CrossCoreWaitFlag<2, PIPE_MTE2>(0);  // line 26
-            DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
+            DataCopyPad(acc_s_ub_in[2048], workspace_gm_f32[((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (k_v_s1 % 2)) * 64) + (vid * 32)) * 64)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 26
             SetFlag<HardEvent::MTE2_V>(3);  // line 26
             CrossCoreSetFlag<2, PIPE_MTE2>(1);  // line 26
             WaitFlag<HardEvent::MTE2_V>(3);  // line 26
@@ -666,9 +670,9 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             PipeBarrier<PIPE_V>();  // line 26
             Muls(acc_s_ub, acc_s_ub, static_cast<float>(0.125f), 2048);  // line 26
             PipeBarrier<PIPE_V>();  // line 26
-            if (tw_min(((((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64)) + 1), ((((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64)) + 32)) < 64) {
+            if (tw_min(((((bx * 64) + (vid * 32)) - (k_v_s1 * 64)) + 1), ((((bx * 64) + (vid * 32)) - (k_v_s1 * 64)) + 32)) < 64) {
               for (int32_t r_0_s1 = 0; r_0_s1 < 32; ++r_0_s1) {
-                const int32_t hi_0_s1 = tw_min(tw_max(tw_min(((r_0_s1 + (((bx * 64) + (vid * 32)) - (((k_v_o * 2) + 1) * 64))) + 1), 64), 0), 64);
+                const int32_t hi_0_s1 = tw_min(tw_max(tw_min(((r_0_s1 + (((bx * 64) + (vid * 32)) - (k_v_s1 * 64))) + 1), 64), 0), 64);
                 PipeBarrier<PIPE_V>();  // line 26
                 if (hi_0_s1 < 64) {
                   const int32_t blk_0_s1 = ((hi_0_s1 / 8) * 8);
@@ -726,7 +730,7 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             Add(logsum, logsum, scores_sum, 32);  // line 47
             CrossCoreWaitFlag<2, PIPE_MTE3>(3);  // line 50
             WaitFlag<HardEvent::V_MTE3>(3);  // line 50
-            DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (((k_v_o * 2) + 1) % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
+            DataCopyPad(workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + (k_v_s1 % 2)) * 64) + (vid * 32)) * 64) + 32768)], acc_s_ub, DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0});  // line 50
             SetFlag<HardEvent::V_MTE3>(4);  // line 26
             WaitFlag<HardEvent::V_MTE3>(4);  // line 50
             SetFlag<HardEvent::MTE3_V>(1);  // line 50
@@ -737,14 +741,14 @@ extern "C" __global__ __aicore__ void auto_flash_attention(GM_ADDR Q, GM_ADDR K,
             SetFlag<HardEvent::MTE3_V>(1);  // line 50
             WaitFlag<HardEvent::MTE3_V>(0);  // line 26
           }
-          if (((k_v_o * 2) + 1) >= 3) {
+          if (k_v_s1 >= 3) {
             PipeBarrier<PIPE_V>();  // line 37
             Brcb(tw_vec_scratch_.ReinterpretCast<float>(), scores_scale_prev3[32], static_cast<uint8_t>(4), BrcbRepeatParams(1, 8));  // line 37
             PipeBarrier<PIPE_V>();  // line 37
             Mul(acc_o_ub, acc_o_ub, tw_vec_scratch_.ReinterpretCast<float>(), 64, 32, BinaryRepeatParams(1, 1, 0, 8, 8, 1));  // line 37
             CrossCoreWaitFlag<2, PIPE_MTE2>(4);  // line 51
             WaitFlag<HardEvent::V_MTE2>(0);  // line 51
-            DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod(((k_v_o * 2) + -2), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
+            DataCopyPad(acc_o_pv_ub, workspace_gm_f32[(((((((((((bz * 2) + by) * 2) + bx) % 4) * 2) + tw_floormod((k_v_s1 - 3), 2)) * 64) + (vid * 32)) * 64) + 65536)], DataCopyExtParams{static_cast<uint16_t>(32), static_cast<uint32_t>(256), static_cast<uint32_t>(0), static_cast<uint32_t>(0), 0}, DataCopyPadExtParams<float>{false, 0, 0, static_cast<float>(0)});  // line 51
             SetFlag<HardEvent::MTE2_V>(2);  // line 51
             CrossCoreSetFlag<2, PIPE_MTE2>(5);  // line 51
             PipeBarrier<PIPE_V>();  // line 51

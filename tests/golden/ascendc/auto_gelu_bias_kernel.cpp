@@ -90,8 +90,9 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       const int32_t bx = (blk % 2);
       const int32_t by = (blk / 2);
       const int32_t k_o = 0;
+      const int32_t k = (k_o * 2);
       WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 12
-      if ((tw_max(tw_min((70 - (by * 64)), 64), 0) < 64) || (tw_max(tw_min((50 - (k_o * 128)), 64), 0) < 64)) {
+      if ((tw_max(tw_min((70 - (by * 64)), 64), 0) < 64) || (tw_max(tw_min((50 - (k * 64)), 64), 0) < 64)) {
         InitConstValue(x_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 12
         PipeBarrier<PIPE_MTE2>();  // line 12
       }
@@ -99,31 +100,31 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
         tw_p.nValue = tw_max(tw_min((70 - (by * 64)), 64), 0);
-        tw_p.dValue = tw_max(tw_min((50 - (k_o * 128)), 64), 0);
+        tw_p.dValue = tw_max(tw_min((50 - (k * 64)), 64), 0);
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 50;
         tw_p.dstNzC0Stride = 64;
         tw_p.dstNzNStride = 1;
         tw_p.dstNzMatrixStride = 0;
-        DataCopy(x_s, X_gm[((k_o * 128) + (by * 3200))], tw_p);  // line 12
+        DataCopy(x_s, X_gm[((k * 64) + (by * 3200))], tw_p);  // line 12
       }
       SetFlag<HardEvent::MTE2_MTE1>(2);  // line 12
       WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 13
-      if ((tw_max(tw_min((50 - (k_o * 128)), 64), 0) < 64) || (tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64)) {
+      if ((tw_max(tw_min((50 - (k * 64)), 64), 0) < 64) || (tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64)) {
         InitConstValue(w_s, InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
         PipeBarrier<PIPE_MTE2>();  // line 13
       }
       {
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
-        tw_p.nValue = tw_max(tw_min((50 - (k_o * 128)), 64), 0);
+        tw_p.nValue = tw_max(tw_min((50 - (k * 64)), 64), 0);
         tw_p.dValue = tw_max(tw_min((90 - (bx * 64)), 64), 0);
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 90;
         tw_p.dstNzC0Stride = 64;
         tw_p.dstNzNStride = 1;
         tw_p.dstNzMatrixStride = 0;
-        DataCopy(w_s, W_gm[((bx * 64) + (k_o * 11520))], tw_p);  // line 13
+        DataCopy(w_s, W_gm[((bx * 64) + (k * 5760))], tw_p);  // line 13
       }
       SetFlag<HardEvent::MTE2_MTE1>(3);  // line 13
       WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 14
@@ -173,7 +174,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
         tw_p.m = 64;
         tw_p.n = 64;
         tw_p.k = 64;
-        tw_p.cmatrixInitVal = ((k_o * 2) == 0);
+        tw_p.cmatrixInitVal = (k == 0);
         tw_p.cmatrixSource = false;
         tw_p.isBias = false;
         Mmad(acc, x_s_l0, w_s_l0, tw_p);  // line 14
@@ -181,8 +182,9 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
       SetFlag<HardEvent::M_FIX>(1);  // line 14
       SetFlag<HardEvent::M_MTE1>(0);  // line 14
       if (((k_o * 2) + 1) < 1) {
+        const int32_t k_s1 = ((k_o * 2) + 1);
         WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 12
-        if ((tw_max(tw_min((70 - (by * 64)), 64), 0) < 64) || (tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0) < 64)) {
+        if ((tw_max(tw_min((70 - (by * 64)), 64), 0) < 64) || (tw_max(tw_min((50 - (k_s1 * 64)), 64), 0) < 64)) {
           InitConstValue(x_s[4096], InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 12
           PipeBarrier<PIPE_MTE2>();  // line 12
         }
@@ -190,31 +192,31 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           Nd2NzParams tw_p;
           tw_p.ndNum = 1;
           tw_p.nValue = tw_max(tw_min((70 - (by * 64)), 64), 0);
-          tw_p.dValue = tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0);
+          tw_p.dValue = tw_max(tw_min((50 - (k_s1 * 64)), 64), 0);
           tw_p.srcNdMatrixStride = 0;
           tw_p.srcDValue = 50;
           tw_p.dstNzC0Stride = 64;
           tw_p.dstNzNStride = 1;
           tw_p.dstNzMatrixStride = 0;
-          DataCopy(x_s[4096], X_gm[((((k_o * 2) + 1) * 64) + (by * 3200))], tw_p);  // line 12
+          DataCopy(x_s[4096], X_gm[((k_s1 * 64) + (by * 3200))], tw_p);  // line 12
         }
         SetFlag<HardEvent::MTE2_MTE1>(0);  // line 12
         WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 13
-        if ((tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) || (tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64)) {
+        if ((tw_max(tw_min((50 - (k_s1 * 64)), 64), 0) < 64) || (tw_max(tw_min((90 - (bx * 64)), 64), 0) < 64)) {
           InitConstValue(w_s[4096], InitConstValueParams<float>{1, static_cast<uint16_t>(512), 0, static_cast<float>(0)});  // line 13
           PipeBarrier<PIPE_MTE2>();  // line 13
         }
         {
           Nd2NzParams tw_p;
           tw_p.ndNum = 1;
-          tw_p.nValue = tw_max(tw_min((50 - (((k_o * 2) + 1) * 64)), 64), 0);
+          tw_p.nValue = tw_max(tw_min((50 - (k_s1 * 64)), 64), 0);
           tw_p.dValue = tw_max(tw_min((90 - (bx * 64)), 64), 0);
           tw_p.srcNdMatrixStride = 0;
           tw_p.srcDValue = 90;
           tw_p.dstNzC0Stride = 64;
           tw_p.dstNzNStride = 1;
           tw_p.dstNzMatrixStride = 0;
-          DataCopy(w_s[4096], W_gm[((bx * 64) + (((k_o * 2) + 1) * 5760))], tw_p);  // line 13
+          DataCopy(w_s[4096], W_gm[((bx * 64) + (k_s1 * 5760))], tw_p);  // line 13
         }
         SetFlag<HardEvent::MTE2_MTE1>(1);  // line 13
         WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 14
@@ -263,7 +265,7 @@ extern "C" __global__ __aicore__ void auto_gelu_bias(GM_ADDR X, GM_ADDR W, GM_AD
           tw_p.m = 64;
           tw_p.n = 64;
           tw_p.k = 64;
-          tw_p.cmatrixInitVal = (((k_o * 2) + 1) == 0);
+          tw_p.cmatrixInitVal = (k_s1 == 0);
           tw_p.cmatrixSource = false;
           tw_p.isBias = false;
           Mmad(acc, x_s_l0[4096], w_s_l0[4096], tw_p);  // line 14

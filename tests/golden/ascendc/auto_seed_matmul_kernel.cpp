@@ -86,6 +86,7 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
       const int32_t bx = (blk % 2);
       const int32_t by = (blk / 2);
       const int32_t k_o = 0;
+      const int32_t k = (k_o * 2);
       WaitFlag<HardEvent::MTE1_MTE2>(0);  // line 11
       if (tw_max(tw_min((200 - (by * 128)), 128), 0) < 128) {
         InitConstValue(a_tile, InitConstValueParams<float>{1, static_cast<uint16_t>(1024), 0, static_cast<float>(0)});  // line 11
@@ -101,7 +102,7 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
         tw_p.dstNzC0Stride = 128;
         tw_p.dstNzNStride = 1;
         tw_p.dstNzMatrixStride = 0;
-        DataCopy(a_tile, A_gm[((k_o * 128) + (by * 12800))], tw_p);  // line 11
+        DataCopy(a_tile, A_gm[((k * 64) + (by * 12800))], tw_p);  // line 11
       }
       SetFlag<HardEvent::MTE2_MTE1>(0);  // line 11
       WaitFlag<HardEvent::MTE1_MTE2>(1);  // line 13
@@ -119,7 +120,7 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
         tw_p.dstNzC0Stride = 64;
         tw_p.dstNzNStride = 1;
         tw_p.dstNzMatrixStride = 0;
-        DataCopy(b_tile, B_gm[((bx * 128) + (k_o * 16640))], tw_p);  // line 13
+        DataCopy(b_tile, B_gm[((bx * 128) + (k * 8320))], tw_p);  // line 13
       }
       SetFlag<HardEvent::MTE2_MTE1>(1);  // line 13
       WaitFlag<HardEvent::MTE2_MTE1>(0);  // line 14
@@ -169,14 +170,15 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
         tw_p.m = 128;
         tw_p.n = 128;
         tw_p.k = 64;
-        tw_p.cmatrixInitVal = ((k_o * 2) == 0);
+        tw_p.cmatrixInitVal = (k == 0);
         tw_p.cmatrixSource = false;
         tw_p.isBias = false;
         Mmad(acc, a_tile_l0, b_tile_l0, tw_p);  // line 14
       }
       SetFlag<HardEvent::M_MTE1>(0);  // line 14
+      const int32_t k_s1 = ((k_o * 2) + 1);
       WaitFlag<HardEvent::MTE1_MTE2>(2);  // line 11
-      if ((tw_max(tw_min((200 - (by * 128)), 128), 0) < 128) || (tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64)) {
+      if ((tw_max(tw_min((200 - (by * 128)), 128), 0) < 128) || (tw_max(tw_min((100 - (k_s1 * 64)), 64), 0) < 64)) {
         InitConstValue(a_tile[8192], InitConstValueParams<float>{1, static_cast<uint16_t>(1024), 0, static_cast<float>(0)});  // line 11
         PipeBarrier<PIPE_MTE2>();  // line 11
       }
@@ -184,31 +186,31 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
         tw_p.nValue = tw_max(tw_min((200 - (by * 128)), 128), 0);
-        tw_p.dValue = tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0);
+        tw_p.dValue = tw_max(tw_min((100 - (k_s1 * 64)), 64), 0);
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 100;
         tw_p.dstNzC0Stride = 128;
         tw_p.dstNzNStride = 1;
         tw_p.dstNzMatrixStride = 0;
-        DataCopy(a_tile[8192], A_gm[((((k_o * 2) + 1) * 64) + (by * 12800))], tw_p);  // line 11
+        DataCopy(a_tile[8192], A_gm[((k_s1 * 64) + (by * 12800))], tw_p);  // line 11
       }
       SetFlag<HardEvent::MTE2_MTE1>(2);  // line 11
       WaitFlag<HardEvent::MTE1_MTE2>(3);  // line 13
-      if ((tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0) < 64) || (tw_max(tw_min((130 - (bx * 128)), 128), 0) < 128)) {
+      if ((tw_max(tw_min((100 - (k_s1 * 64)), 64), 0) < 64) || (tw_max(tw_min((130 - (bx * 128)), 128), 0) < 128)) {
         InitConstValue(b_tile[8192], InitConstValueParams<float>{1, static_cast<uint16_t>(1024), 0, static_cast<float>(0)});  // line 13
         PipeBarrier<PIPE_MTE2>();  // line 13
       }
       {
         Nd2NzParams tw_p;
         tw_p.ndNum = 1;
-        tw_p.nValue = tw_max(tw_min((100 - (((k_o * 2) + 1) * 64)), 64), 0);
+        tw_p.nValue = tw_max(tw_min((100 - (k_s1 * 64)), 64), 0);
         tw_p.dValue = tw_max(tw_min((130 - (bx * 128)), 128), 0);
         tw_p.srcNdMatrixStride = 0;
         tw_p.srcDValue = 130;
         tw_p.dstNzC0Stride = 64;
         tw_p.dstNzNStride = 1;
         tw_p.dstNzMatrixStride = 0;
-        DataCopy(b_tile[8192], B_gm[((bx * 128) + (((k_o * 2) + 1) * 8320))], tw_p);  // line 13
+        DataCopy(b_tile[8192], B_gm[((bx * 128) + (k_s1 * 8320))], tw_p);  // line 13
       }
       SetFlag<HardEvent::MTE2_MTE1>(3);  // line 13
       WaitFlag<HardEvent::MTE2_MTE1>(2);  // line 14
@@ -257,7 +259,7 @@ extern "C" __global__ __aicore__ void auto_seed_matmul(GM_ADDR A, GM_ADDR B, GM_
         tw_p.m = 128;
         tw_p.n = 128;
         tw_p.k = 64;
-        tw_p.cmatrixInitVal = (((k_o * 2) + 1) == 0);
+        tw_p.cmatrixInitVal = (k_s1 == 0);
         tw_p.cmatrixSource = false;
         tw_p.isBias = false;
         Mmad(acc, a_tile_l0[8192], b_tile_l0[8192], tw_p);  // line 14
