@@ -10,6 +10,7 @@ script that compiled it. Two ways to drive it, from tests/python:
     # any script (the fuzz streams, hunt35_sweep.py, the port kernels' probes), simulation kept
     PRINTER37_OUT=/tmp/p37.jsonl ../../.venv/bin/python printer37_sweep.py -m fuzz -n 100 --seed 37000
     PRINTER37_OUT=/tmp/p37.jsonl ../../.venv/bin/python printer37_sweep.py hunt35_sweep.py --seed 37000
+    PRINTER37_OUT=/tmp/p37.jsonl ../../.venv/bin/python printer37_sweep.py --ports   # port33-36's tables, compiled only
     ../../.venv/bin/python printer37_sweep.py --summary /tmp/p37.jsonl   # the distinct errors, counted
 
 PRINTER37_SIM=1 keeps the simulation in the pytest mode too (slower; the tests then run as usual).
@@ -83,11 +84,49 @@ def summary(path):
         print(f"{n:5d}  {err}\n       kernels: {', '.join(ks[:12])}\n       e.g. {ws[0]}")
 
 
+def ports():
+    """Every case of the port33-36 kernel tables (each dtype and shape), compiled for ascend910b (and so
+    printed): a compile error is the case's documented refusal, not a finding; counted."""
+    import numpy as np
+    import port33_kernels as P33
+    import port34_kernels as P34
+    import port35_kernels as P35
+    import port36_kernels as P36
+    refused = 0
+    for mod in (P33, P34, P35, P36):
+        for name, (make, dts, shapes) in mod.CASES.items():
+            for dt in dts:
+                for shape in shapes:
+                    os.environ["PYTEST_CURRENT_TEST"] = f"{mod.__name__} {name} {dt} {shape}"
+                    try:
+                        fac, args = make(dt, shape, np.random.default_rng(0))[:2]
+                        if fac == "tileloop":
+                            _jit._build(args[0](*args[1:]), "ascend910b", None)
+                        else:
+                            fac(*args, target="ascend910b")
+                    except Exception as e:  # noqa: BLE001
+                        refused += 1
+                        print(f"refused at compile: {mod.__name__} {name} {dt} {shape}: {str(e).splitlines()[0]}")
+    print(f"{refused} cases refused at compile")
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--summary"]:
         summary(sys.argv[2])
         sys.exit(0)
+    if sys.argv[1:2] == ["--ports"]:
+        install()
+        ports()
+        sys.exit(0)
     install()
+    # worker subprocesses (the fuzz runner's) install the patch too: a sitecustomize on their path
+    site = os.path.join(os.environ.get("TMPDIR", "/tmp"), "printer37_site")
+    os.makedirs(site, exist_ok=True)
+    with open(os.path.join(site, "sitecustomize.py"), "w") as f:
+        f.write("import printer37_sweep\nprinter37_sweep.install()\n")
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join([site, here] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    os.environ["PRINTER37_OUT"] = os.path.abspath(_OUT)
     if sys.argv[1] == "-m":
         mod, sys.argv = sys.argv[2], [sys.argv[2]] + sys.argv[3:]
         runpy.run_module(mod, run_name="__main__", alter_sys=True)

@@ -38,21 +38,18 @@ struct Folder : ir::Mutator {
   }
 };
 
-// Each call of a scalar (no load but of the tiles made here, no variable of `inner`) replaced by the
-// element of a one-element tile the statements appended to `out` compute it in.
+// Each call of a scalar (no variable of `inner`) replaced by the element of a one-element tile the
+// statements appended to `out` compute it in.
 struct Lowerer : ir::Mutator {
   vec::Names& names;
   std::vector<Stmt>& out;
   std::set<const ir::ExprNode*> inner;  // variables bound inside the statement (a map's indices, its lets)
-  std::set<const ir::BufferNode*>& made;
-  Lowerer(vec::Names& n, std::vector<Stmt>& o, std::set<const ir::BufferNode*>& m) : names(n), out(o), made(m) {}
+  Lowerer(vec::Names& n, std::vector<Stmt>& o) : names(n), out(o) {}
 
+  // no variable bound inside the statement (an element of a tile or tensor at such an index is too)
   bool scalar(const Expr& e) const {
     bool s = true;
-    ir::for_each_expr(e, [&](const Expr& x) {
-      if (x->kind == ir::ExprKind::Load) s = s && made.count(as<ir::LoadNode>(x)->buffer.get());
-      if (x->kind == ir::ExprKind::Var) s = s && !inner.count(x.get());
-    });
+    ir::for_each_expr(e, [&](const Expr& x) { s = s && !(x->kind == ir::ExprKind::Var && inner.count(x.get())); });
     return s;
   }
   using ir::Mutator::mutate;
@@ -63,7 +60,6 @@ struct Lowerer : ir::Mutator {
     const ir::Span& sp = y->span;
     ir::Buffer t = ir::buffer(names.fresh("tw_" + std::string(ir::mathfn_name(c->fn))), kF32, {ir::int_imm(1)},
                               ir::Scope::fragment, sp);
-    made.insert(t.get());
     const Expr at0 = ir::load(t, {ir::int_imm(0)}, sp);
     auto map = [&](bool call) {  // t[i] = x, or t[i] = f(t[i]) (pow's exponent as written)
       ir::Var i = names.fresh_var("i", sp);
@@ -92,11 +88,10 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
   ir::Stmt body = Folder{}.mutate(kernel->body);
   if (kernel->is_npu()) return vec::with_body(kernel, body);  // expert mode: the user's code, as written
   vec::Names names(kernel);
-  std::set<const ir::BufferNode*> made;
   std::function<std::optional<std::vector<ir::Stmt>>(const ir::Stmt&)> f;
   f = [&](const ir::Stmt& s) -> std::optional<std::vector<ir::Stmt>> {
     std::vector<ir::Stmt> out;
-    Lowerer low(names, out, made);
+    Lowerer low(names, out);
     if (s->kind == ir::StmtKind::If) {  // the condition's calls before the if, its arms as any statements
       auto* n = as<ir::IfNode>(s);
       Expr c = low.mutate(n->cond);

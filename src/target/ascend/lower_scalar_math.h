@@ -2,11 +2,12 @@
 // simplify.
 //
 // The Ascend scalar unit has no math functions: AscendC documents none for AICore code, and the
-// AscendC printer prints no math call in a scalar expression. A math function of a scalar (no tile
-// data, no index of the map it is in) is therefore, before anything else sees it (printer37 P1, P2):
+// AscendC printer prints no math call in a scalar expression. A math function of a scalar (no index
+// of the map it is in: literals, parameters, loop variables, lets, an element of a tile or tensor
+// read at such indices) is therefore, before anything else sees it (printer37 P1, P2, P3):
 //  - of literals (T.exp(lg * C) with lg and C Python numbers: RetNet's decay gamma^C, port35): the
 //    literal of its value, computed as math_fns.h scalar_value computes it (in double);
-//  - else (automatic mode: a scalar parameter, a loop variable, a let of them): computed by the
+//  - else (automatic mode: group_norm's T.rsqrt(tot[0] / n + eps), T.exp(a)): computed by the
 //    Vector unit on a one-element float32 tile in front of the statement that uses it, as a user
 //    writes it by hand:
 //        t = T.alloc_fragment((1,), "float32")
