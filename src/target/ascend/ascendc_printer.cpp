@@ -235,9 +235,9 @@ class ExprPrinter final : public target::CExprPrinter {
     throw Error("a tensor load in a scalar expression is not supported by the AscendC printer", n.span);
   }
   std::string call(const ir::CallNode& n) const override {
-    throw Error("math function '" + std::string(ir::mathfn_name(n.fn)) +
-                    "' in a scalar expression is not supported by the AscendC printer",
-                n.span, "compute it with a vector instruction, or pass the value as a scalar parameter");
+    throw Error("internal: the AscendC printer got math function '" + std::string(ir::mathfn_name(n.fn)) +
+                    "' in a scalar expression (lower_scalar_math computes those, verify_program reports the rest)",
+                n.span);
   }
   // A float into an integer type saturates, NaN giving 0 (docs/language.md "Dtype conversions"; the
   // simulator's scalar unit computes the same): tw_f2i, as a bare static_cast would be undefined there.

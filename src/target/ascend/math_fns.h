@@ -6,6 +6,7 @@
 // silu, tanh, erf, pow, ...). A new MathFn is a -Wswitch warning here until it has its row.
 #pragma once
 
+#include <cmath>
 #include <optional>
 
 #include "target/ascend/program.h"
@@ -26,6 +27,29 @@ inline std::optional<VecUnOp> vector_instruction(ir::MathFn f) {
       return std::nullopt;
   }
   return std::nullopt;
+}
+
+// The scalar unit's value of f(x) (f(x, y) for pow), in double: what the simulator computes for a
+// math function in a scalar expression, and what fold_scalar_math folds a call of literals to (the
+// printed AscendC has no scalar math: every call the Program keeps is on tile data).
+inline double scalar_value(ir::MathFn f, double x, double y) {
+  switch (f) {
+    case ir::MathFn::exp: return std::exp(x);
+    case ir::MathFn::exp2: return std::exp2(x);
+    case ir::MathFn::log: return std::log(x);
+    case ir::MathFn::log2: return std::log2(x);
+    case ir::MathFn::sqrt: return std::sqrt(x);
+    case ir::MathFn::rsqrt: return 1.0 / std::sqrt(x);
+    case ir::MathFn::abs: return std::fabs(x);
+    case ir::MathFn::tanh: return std::tanh(x);
+    case ir::MathFn::erf: return std::erf(x);
+    case ir::MathFn::sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case ir::MathFn::floor: return std::floor(x);
+    case ir::MathFn::ceil: return std::ceil(x);
+    case ir::MathFn::pow: return std::pow(x, y);
+    case ir::MathFn::silu: return x / (1.0 + std::exp(-x));
+  }
+  return 0;
 }
 
 }  // namespace tw::ascend

@@ -10,6 +10,7 @@
 #include "target/ascend/expand_int8_fill.h"
 #include "target/ascend/expand_math.h"
 #include "target/ascend/fold_exp2_scale.h"
+#include "target/ascend/lower_scalar_math.h"
 #include "target/ascend/infer_scope.h"
 #include "target/ascend/insert_sync.h"
 #include "target/ascend/legalize_vector.h"
@@ -60,6 +61,7 @@ struct ProgramStage {
 Program lower_expert_kernel(transform::PassLog& log, const target::Target& target) {
   log.run("drop_gemm_bands", drop_gemm_bands);
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
+  log.run("lower_scalar_math", [&](const ir::Kernel& k) { return lower_scalar_math(k, target); });  // T.exp(2.0) -> its value
   const ProgramStage check{target};  // program passes: verified and recorded like the Tile IR ones
   Program p = log.run("select_instructions", log.kernel(), [&](const ir::Kernel& k) { return select_instructions(k, target); }, check);
   p = log.run("plan_memory", p, [&](const Program& q) { return plan_memory(q, target, /*reuse=*/false); }, check);
@@ -85,6 +87,7 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("drop_gemm_bands", drop_gemm_bands);                   // T.gemm bands: the Cube computes whole tiles
   log.run("infer_grid", [](const ir::Kernel& k) { return transform::infer_grid(k); });
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
+  log.run("lower_scalar_math", with_target(lower_scalar_math));    // math of literals -> its value (no scalar math printed)
   log.run("serial_maps", with_target(serial_maps));              // serial loop nests that are maps -> T.Parallel
   split_rows(log.kernel(), 0, &rows);                            // can the rows run in groups?
   split_cols(log.kernel(), 0, &cols);                            // can a row run in column blocks? (the body as written)

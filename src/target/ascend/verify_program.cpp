@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ir/functor.h"
+#include "target/ascend/lower_scalar_math.h"
 #include "target/ascend/program_printer.h"
 
 namespace tw::ascend {
@@ -78,6 +79,12 @@ class Verifier {
   void check_expr(const ir::Expr& e, const What& what, const ir::Span& span = {}) const {
     if (!e) return;
     ir::for_each_expr(e, [&](const ir::Expr& x) {
+      if (x->kind == ir::ExprKind::Call) {  // what lower_scalar_math leaves: the printer has no scalar math
+        const std::string fn(ir::mathfn_name(as<ir::CallNode>(x)->fn));
+        throw ir::Error("math function '" + fn + "' of a scalar here would run on the Ascend scalar unit, which has "
+                        "no math functions (AscendC documents none for AICore code)",
+                        x->span, scalar_math_hint(fn));
+      }
       if (x->kind != ir::ExprKind::Var || scope_.count(x.get())) return;
       std::string name;
       if constexpr (std::is_invocable_v<What>) name = what();

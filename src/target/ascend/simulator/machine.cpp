@@ -17,6 +17,7 @@
 
 #include "ir/printer.h"
 #include "support/env.h"
+#include "target/ascend/math_fns.h"
 #include "target/ascend/program_printer.h"
 #include "target/ascend/simulator/api_rules.h"
 #include "target/ascend/simulator/checker.h"
@@ -496,23 +497,8 @@ Value Machine::eval_node(const CNode& n, const std::vector<Value>& s) {
       return Value{x, static_cast<double>(x)};
     }
     case ir::ExprKind::Call: {
-      double x = eval(n.a, s).f, r = 0;
-      switch (static_cast<ir::MathFn>(n.op)) {
-        case ir::MathFn::exp: r = std::exp(x); break;
-        case ir::MathFn::exp2: r = std::exp2(x); break;
-        case ir::MathFn::log: r = std::log(x); break;
-        case ir::MathFn::log2: r = std::log2(x); break;
-        case ir::MathFn::sqrt: r = std::sqrt(x); break;
-        case ir::MathFn::rsqrt: r = 1.0 / std::sqrt(x); break;
-        case ir::MathFn::abs: r = std::fabs(x); break;
-        case ir::MathFn::tanh: r = std::tanh(x); break;
-        case ir::MathFn::erf: r = std::erf(x); break;
-        case ir::MathFn::sigmoid: r = 1.0 / (1.0 + std::exp(-x)); break;
-        case ir::MathFn::floor: r = std::floor(x); break;
-        case ir::MathFn::ceil: r = std::ceil(x); break;
-        case ir::MathFn::pow: r = std::pow(x, eval(n.b, s).f); break;
-        case ir::MathFn::silu: r = x / (1.0 + std::exp(-x)); break;
-      }
+      const double x = eval(n.a, s).f, y = n.b >= 0 ? eval(n.b, s).f : 0;
+      const double r = scalar_value(static_cast<ir::MathFn>(n.op), x, y);  // target/ascend/math_fns.h
       return Value{static_cast<int64_t>(r), r};
     }
     case ir::ExprKind::Cast:  // the printed static_cast<T>

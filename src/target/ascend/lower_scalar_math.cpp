@@ -1,0 +1,120 @@
+// lower_scalar_math: math functions of scalars folded or computed by the Vector unit (see
+// lower_scalar_math.h).
+#include "target/ascend/lower_scalar_math.h"
+
+#include <functional>
+#include <set>
+
+#include "ir/functor.h"
+#include "target/ascend/math_fns.h"
+#include "target/ascend/vector_util.h"
+
+namespace tw::ascend {
+
+namespace {
+
+using ir::Expr;
+using ir::Stmt;
+
+const ir::DType kF32{ir::DTypeCode::f32};
+
+std::optional<double> literal(const Expr& e) {
+  if (e->kind == ir::ExprKind::FloatImm) return as<ir::FloatImmNode>(e)->value;
+  if (auto c = ir::as_const_int(e)) return static_cast<double>(*c);
+  return std::nullopt;
+}
+
+// A call of literals: its value.
+struct Folder : ir::Mutator {
+  using ir::Mutator::mutate;
+  Expr mutate(const Expr& e) override {
+    Expr y = ir::Mutator::mutate(e);
+    if (!y || y->kind != ir::ExprKind::Call || !y->dtype.is_float()) return y;
+    auto* c = as<ir::CallNode>(y);
+    auto x = literal(c->args[0]);
+    auto p = c->args.size() > 1 ? literal(c->args[1]) : std::optional<double>(0.0);
+    if (!x || !p) return y;
+    return ir::float_imm(scalar_value(c->fn, *x, *p), y->dtype, y->span);
+  }
+};
+
+// Each call of a scalar (no variable of `inner`) replaced by the element of a one-element tile the
+// statements appended to `out` compute it in.
+struct Lowerer : ir::Mutator {
+  vec::Names& names;
+  std::vector<Stmt>& out;
+  std::set<const ir::ExprNode*> inner;  // variables bound inside the statement (a map's indices, its lets)
+  Lowerer(vec::Names& n, std::vector<Stmt>& o) : names(n), out(o) {}
+
+  // no variable bound inside the statement (an element of a tile or tensor at such an index is too)
+  bool scalar(const Expr& e) const {
+    bool s = true;
+    ir::for_each_expr(e, [&](const Expr& x) { s = s && !(x->kind == ir::ExprKind::Var && inner.count(x.get())); });
+    return s;
+  }
+  using ir::Mutator::mutate;
+  Expr mutate(const Expr& e) override {
+    Expr y = ir::Mutator::mutate(e);  // inner calls first: their tiles are read by this one's argument
+    if (!y || y->kind != ir::ExprKind::Call || !y->dtype.is_float() || !scalar(y)) return y;
+    auto* c = as<ir::CallNode>(y);
+    const ir::Span& sp = y->span;
+    ir::Buffer t = ir::buffer(names.fresh("tw_" + std::string(ir::mathfn_name(c->fn))), kF32, {ir::int_imm(1)},
+                              ir::Scope::fragment, sp);
+    const Expr at0 = ir::load(t, {ir::int_imm(0)}, sp);
+    auto map = [&](bool call) {  // t[i] = x, or t[i] = f(t[i]) (pow's exponent as written)
+      ir::Var i = names.fresh_var("i", sp);
+      std::vector<Expr> args{ir::load(t, {i}, sp)};
+      args.insert(args.end(), c->args.begin() + 1, c->args.end());
+      Expr value = call ? ir::call(c->fn, args, sp) : ir::cast(c->args[0], kF32, sp);
+      return vec::pfor(i, 1, std::make_shared<ir::StoreNode>(t, std::vector<Expr>{i}, value, sp), sp);
+    };
+    out.push_back(std::make_shared<ir::AllocNode>(t, sp));
+    out.push_back(map(false));
+    out.push_back(map(true));
+    return ir::cast(at0, y->dtype, sp);
+  }
+};
+
+}  // namespace
+
+std::string scalar_math_hint(const std::string& fn) {
+  return "the Ascend scalar unit has no math functions: compute it on the Vector unit in a one-element tile "
+         "(t = T.alloc_fragment((1,), \"float32\"); for i in T.Parallel(1): t[i] = x; for i in T.Parallel(1): t[i] = T." +
+         fn + "(t[i])) and use t[0], or pass the value as a scalar parameter";
+}
+
+ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& target) {
+  (void)target;
+  ir::Stmt body = Folder{}.mutate(kernel->body);
+  if (kernel->is_npu()) return vec::with_body(kernel, body);  // expert mode: the user's code, as written
+  vec::Names names(kernel);
+  std::function<std::optional<std::vector<ir::Stmt>>(const ir::Stmt&)> f;
+  f = [&](const ir::Stmt& s) -> std::optional<std::vector<ir::Stmt>> {
+    std::vector<ir::Stmt> out;
+    Lowerer low(names, out);
+    if (s->kind == ir::StmtKind::If) {  // the condition's calls before the if, its arms as any statements
+      auto* n = as<ir::IfNode>(s);
+      Expr c = low.mutate(n->cond);
+      if (out.empty()) return std::nullopt;
+      out.push_back(std::make_shared<ir::IfNode>(c, vec::rewrite_stmts(n->then_body, f),
+                                                 n->else_body ? vec::rewrite_stmts(n->else_body, f) : nullptr, s->span));
+      return out;
+    }
+    const bool map = s->kind == ir::StmtKind::For && as<ir::ForNode>(s)->for_kind == ir::ForKind::parallel;
+    if (!map && s->kind != ir::StmtKind::Let && s->kind != ir::StmtKind::Store && s->kind != ir::StmtKind::Fill)
+      return std::nullopt;
+    if (map)
+      ir::for_each_stmt(s, [&](const ir::Stmt& x) {
+        if (x->kind == ir::StmtKind::For) low.inner.insert(as<ir::ForNode>(x)->var.get());
+        if (x->kind == ir::StmtKind::Let) low.inner.insert(as<ir::LetNode>(x)->var.get());
+      });
+    ir::Stmt y = low.mutate(s);
+    if (out.empty() && !map) return std::nullopt;
+    out.push_back(out.empty() ? s : y);  // a map whole: its lets and stores are not scalar code
+    return out;
+  };
+  body = vec::rewrite_stmts(body, f);
+  return vec::with_body(kernel, body);
+}
+
+}  // namespace tw::ascend

@@ -1,0 +1,34 @@
+// lower_scalar_math: Tile IR pass of both Ascend pipelines (see pipeline.cpp), right after the first
+// simplify.
+//
+// The Ascend scalar unit has no math functions: AscendC documents none for AICore code, and the
+// AscendC printer prints no math call in a scalar expression. A math function of a scalar (no index
+// of the map it is in: literals, parameters, loop variables, lets, an element of a tile or tensor
+// read at such indices) is therefore, before anything else sees it (printer37 P1, P2, P3):
+//  - of literals (T.exp(lg * C) with lg and C Python numbers: RetNet's decay gamma^C, port35): the
+//    literal of its value, computed as math_fns.h scalar_value computes it (in double);
+//  - else (automatic mode: group_norm's T.rsqrt(tot[0] / n + eps), T.exp(a)): computed by the
+//    Vector unit on a one-element float32 tile in front of the statement that uses it, as a user
+//    writes it by hand:
+//        t = T.alloc_fragment((1,), "float32")
+//        for i in T.Parallel(1): t[i] = x
+//        for i in T.Parallel(1): t[i] = T.exp(t[i])
+//    and the statement reads t[0] (a GetValue after the V -> S flag insert_sync places), cast back
+//    to the call's dtype. Lowered in front of the statement that uses the value: a T.Parallel map, a
+//    let, an element store, a fill or an if (its condition); a call elsewhere (a loop's extent) and
+//    every call in an expert-mode kernel stays, and verify_program reports it at its line with the
+//    hint of this form (scalar_math_hint).
+// The simulator runs what the printer prints: Duplicate, Exp (or expand_math's expansion), GetValue.
+#pragma once
+
+#include "target/registry.h"
+#include "tilewright/ir.h"
+
+namespace tw::ascend {
+
+ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& target);
+
+// The hint of a math function the scalar unit would compute (verify_program's error).
+std::string scalar_math_hint(const std::string& fn);
+
+}  // namespace tw::ascend
