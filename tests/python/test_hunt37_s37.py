@@ -51,3 +51,76 @@ def test_f2_bool_converted_to_int_is_computed_in_int64_on_cpu(shape):
     prof = bool_arith(*shape, target=TARGET).profile(x)
     np.testing.assert_array_equal(prof.outputs[1], z_ref)
     assert all("int32 overflow" in r for r in prof["reports"]) and prof["reports"]
+
+
+# ------------------------------------------------------------------------------------------------
+# F1 (open): a gemm state fed back into its own operand
+
+@tw.jit(out_idx=[-1])
+def fed_back(S, dt="float16"):
+    """h_0 = A, s = h_t @ B, h_{t+1} = s rounded to dt (a Fixpipe L0C -> L1 copy), O[t] = s."""
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), dt), B: T.Tensor((16, 16), dt), O: T.Tensor((S, 16, 16), "float32")):
+        with T.Kernel(1) as _:
+            b = T.alloc_shared((16, 16), dt)
+            s = T.alloc_fragment((16, 16), "float32")
+            h = T.alloc_shared((16, 16), dt)
+            T.copy(B[0, 0], b)
+            T.copy(A[0, 0], h)
+            for t in T.serial(S):
+                T.gemm(h, b, s, clear_accum=True)
+                T.copy(s, h)
+                T.copy(s, O[t, 0, 0])
+
+    return main
+
+
+def _fed_back_ref(a, b, S, dt):
+    h, out = a.astype(np.float64), []
+    for _ in range(S):
+        s = h @ b.astype(np.float64)
+        out.append(s)
+        h = s.astype(tw.testing.np_dtype(dt)).astype(np.float64)
+    return np.stack(out)
+
+
+def test_f1_fed_back_state_runs_on_cpu():
+    rng = np.random.default_rng(1)
+    a = (rng.integers(-3, 4, (16, 16)) / 2).astype(np.float16)
+    b = (rng.integers(-3, 4, (16, 16)) / 8).astype(np.float16)
+    np.testing.assert_array_equal(fed_back(3)(a, b), _fed_back_ref(a, b, 3, "float16"))
+
+
+@pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
+                   reason="hunt37 F1: infer_scope's Fixpipe L0C -> L1 rule takes a copy only when neither tile is in "
+                          "another copy; GM -> h (MTE2 GM -> L1) and s -> GM (Fixpipe L0C -> GM) are Cube moves too: "
+                          "'tile h holds its value on the Cube ... where the vector code needs it'")
+def test_f1_fed_back_state_on_ascend():
+    rng = np.random.default_rng(1)
+    a = (rng.integers(-3, 4, (16, 16)) / 2).astype(np.float16)
+    b = (rng.integers(-3, 4, (16, 16)) / 8).astype(np.float16)
+    np.testing.assert_array_equal(run_checked(fed_back(3, target=TARGET), a, b), _fed_back_ref(a, b, 3, "float16"))
+
+
+# ------------------------------------------------------------------------------------------------
+# the fuzzer's twenty-second stream (fuzz/chain.py)
+
+def test_chain_stream_covers_its_forms_and_catches_a_wrong_answer():
+    from fuzz import chain, grammar, reducer
+    from fuzz.reference import compare, reference
+    ds = [chain.generate(s) for s in range(0, 3000, grammar.GROUP)]
+    assert {d["chain"] for d in ds} == set(chain.FORMS)
+    fix = [d for d in ds if d["chain"] == "fix"]
+    assert {d["N"] for d in fix} == {16, 24, 32, 48} and {d["when"] for d in fix} == {"once", "each"}
+    assert {d["tb"] for d in fix} == {True, False} and {d["kloop"] for d in fix} == {"serial", "pipelined"}
+    assert {d["use"] for d in ds if d["chain"] == "i8"} == {"store", "shr", "and", "cmp", "div"}
+    assert {d["c"] for d in ds if d["chain"] == "pow"} == set(chain.EXPS)
+    for form in chain.FORMS:
+        d = next(d for d in ds if d["chain"] == form)
+        compile(grammar.source(d), "fuzz", "exec")
+        refs, _ = reference(d)
+        assert compare(d, refs) is None
+        bad = [r.copy() for r in refs]
+        bad[0].flat[0] += 1
+        assert compare(d, bad) is not None
+        assert all(chain.valid(c) and c != d for c in reducer.candidates(d))
