@@ -106,6 +106,41 @@ def test_f1_fed_back_state_stays_on_the_cube(dt):
     np.testing.assert_array_equal(run_checked(k, a, b), _fed_back_ref(a, b, 3, dt))
 
 
+@tw.jit(out_idx=[-1])
+def reloaded(S, dt="float16"):
+    """Each step h is loaded from A[t] (MTE2), then overwritten by s = h @ B (Fixpipe L0C -> L1) for h @ C:
+    two writers of one L1 tile per step, in a 2-stage pipelined loop."""
+    @T.prim_func
+    def main(A: T.Tensor((S, 16, 16), dt), B: T.Tensor((16, 16), dt), C: T.Tensor((16, 16), dt),
+             O: T.Tensor((S, 16, 16), "float32")):
+        with T.Kernel(1) as _:
+            b = T.alloc_shared((16, 16), dt)
+            c = T.alloc_shared((16, 16), dt)
+            h = T.alloc_shared((16, 16), dt)
+            s = T.alloc_fragment((16, 16), "float32")
+            o = T.alloc_fragment((16, 16), "float32")
+            T.copy(B[0, 0], b)
+            T.copy(C[0, 0], c)
+            for t in T.Pipelined(S, num_stages=2):
+                T.copy(A[t, 0, 0], h)
+                T.gemm(h, b, s, clear_accum=True)
+                T.copy(s, h)
+                T.gemm(h, c, o, clear_accum=True)
+                T.copy(o, O[t, 0, 0])
+
+    return main
+
+
+def test_f1_operand_loaded_and_fed_back_each_step():
+    """The MTE2 load and the Fixpipe write of h in every step are ordered (checker on: no race); exact."""
+    rng = np.random.default_rng(3)
+    a, b, c = ((rng.integers(-3, 4, sh) / 2).astype(np.float16) for sh in ((3, 16, 16), (16, 16), (16, 16)))
+    ref = np.stack([(a[t].astype(np.float64) @ b).astype(np.float16).astype(np.float64) @ c for t in range(3)])
+    k = reloaded(3, target=TARGET)
+    assert "FixpipeL1 " in k.get_source("ascend_program")
+    np.testing.assert_array_equal(run_checked(k, a, b, c), ref)
+
+
 # ------------------------------------------------------------------------------------------------
 # the fuzzer's twenty-second stream (fuzz/chain.py)
 
