@@ -151,22 +151,30 @@ ir::Kernel infer_scope(const ir::Kernel& kernel, const target::Target&) {
   // core before the operand's hand-off (UB -> GM -> L1).
   // A copy from a gemm result that only the Cube uses into a gemm operand only the Cube uses, of
   // whole fractals from float32 to a 16-bit type (fixpipe_to_l1), whose tiles no other copy
-  // touches: both stay on the Cube and the copy is the Cube's Fixpipe L0C -> L1 (session 36). The
+  // touches but the Cube's own moves to and from tensors (below): both stay on the Cube and the copy is the Cube's Fixpipe L0C -> L1 (session 36). The
   // rules above apply to every other copy.
   std::vector<const ir::CopyNode*> copies;
-  std::unordered_map<const ir::BufferNode*, int> in_copies;
+  // every copy of a tile, a tensor's too (review36 R3: T.copy(p, Y) of an operand the Fixpipe put in L1
+  // only was 'no data path L1 -> global'), but the Cube's own moves of the two: an accumulator copied out
+  // to a tensor (Fixpipe L0C -> GM) and an operand loaded from one (MTE2 GM -> L1; hunt37 F1: a state
+  // loaded once, then fed back into its operand by Fixpipe L0C -> L1 each step)
+  std::unordered_map<const ir::BufferNode*, int> in_copies, to_tensor, from_tensor;
   ir::for_each_stmt(kernel->body, [&](const ir::Stmt& s) {
     if (s->kind != ir::StmtKind::Copy) return;
     auto* c = ir::as<ir::CopyNode>(s);
-    ++in_copies[c->src.buffer.get()];  // every copy, a tensor's too (review36 R3: T.copy(p, Y) of an operand
-    ++in_copies[c->dst.buffer.get()];  // the Fixpipe put in L1 only was 'no data path L1 -> global')
+    ++in_copies[c->src.buffer.get()];
+    ++in_copies[c->dst.buffer.get()];
+    if (c->dst.buffer->scope == Scope::global) ++to_tensor[c->src.buffer.get()];
+    if (c->src.buffer->scope == Scope::global && c->src.buffer->dtype == c->dst.buffer->dtype)
+      ++from_tensor[c->dst.buffer.get()];  // (MTE2 converts nothing)
     if (!portable(c->src.buffer) || !portable(c->dst.buffer)) return;
     copies.push_back(c);
   });
   auto on_cube = [&](const ir::CopyNode* c) {
     auto role = [&](const Buffer& b) { auto it = roles.role.find(b.get()); return it == roles.role.end() ? 0u : it->second; };
-    return role(c->src.buffer) == kAccumulator && role(c->dst.buffer) == kOperand && in_copies[c->src.buffer.get()] == 1 &&
-           in_copies[c->dst.buffer.get()] == 1 && fixpipe_to_l1(*c);
+    const ir::BufferNode *src = c->src.buffer.get(), *dst = c->dst.buffer.get();
+    return role(c->src.buffer) == kAccumulator && role(c->dst.buffer) == kOperand &&
+           in_copies[src] - to_tensor[src] == 1 && in_copies[dst] - from_tensor[dst] == 1 && fixpipe_to_l1(*c);
   };
   std::vector<const ir::CopyNode*> rest;
   for (const ir::CopyNode* c : copies)

@@ -2822,8 +2822,10 @@ std::string CodeGen::expr_cast(const CastNode& n) const {
   DType to = n.dtype, from = n.value->dtype;
   std::string st = storage_type(to), ct = compute_type(to);
   if (to.is_int() && (from.is_int() || from.is_bool())) {
-    // int -> int: a no-op when the target holds every value of the source, else wrap around
-    bool widening = from.is_bool() || to.code == DTypeCode::i64 ||
+    // int -> int: a no-op when the target holds every value of the source, else wrap around; a bool's
+    // 0 / 1 as int64_t, the integers' compute type (C++ computes `bool - 127` in 32-bit int: hunt37 F2)
+    if (from.is_bool()) return "(int64_t)(" + v + ")";
+    bool widening = to.code == DTypeCode::i64 ||
                     (to.code == DTypeCode::i32 && (from.code == DTypeCode::i8 || from.code == DTypeCode::u8));
     return widening ? v : "(int64_t)(" + st + ")" + v;
   }

@@ -149,7 +149,7 @@ only these.
 """
 import random
 
-from . import hunt, idiom, llm, llm2, skip, wide
+from . import chain, hunt, idiom, llm, llm2, skip, wide
 
 FLOATS = ("float32", "float16", "bfloat16")
 DTYPES = FLOATS + ("int8",)
@@ -670,6 +670,8 @@ def tensors(d):
         return skip.tensors(d)
     if k == "hunt":
         return hunt.tensors(d)
+    if k == "chain":
+        return chain.tensors(d)
     if k == "wide":
         return wide.tensors(d)
     if k == "idiom":
@@ -1100,6 +1102,8 @@ def source(d):
         return skip.source(d)
     if d["kind"] == "hunt":
         return hunt.source(d)
+    if d["kind"] == "chain":
+        return chain.source(d)
     if d["kind"] == "wide":
         return wide.source(d)
     if d["kind"] == "idiom":

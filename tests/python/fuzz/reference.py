@@ -20,7 +20,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from . import hunt, idiom, llm, llm2, skip, wide
+from . import chain, hunt, idiom, llm, llm2, skip, wide
 from .grammar import FLOATS, SPECIAL_P, acc_dtype, checked, is_int, pad_value, shape_of, tensors
 
 # Per-dtype unit of error: a few ulps of the type (float32: the cpu target's math functions are
@@ -68,6 +68,8 @@ def inputs(d):
         return skip.inputs(d)
     if d["kind"] == "hunt":
         return hunt.inputs(d)
+    if d["kind"] == "chain":
+        return chain.inputs(d)
     if d["kind"] == "wide":
         return wide.inputs(d)
     if d["kind"] == "idiom":
@@ -233,6 +235,8 @@ def reference(d):
         return skip.reference(d)
     if d["kind"] == "hunt":   # (the same)
         return hunt.reference(d)
+    if d["kind"] == "chain":   # (the same)
+        return chain.reference(d)
     if d["kind"] == "wide":   # (the same)
         return wide.reference(d)
     if d["kind"] == "idiom":   # (the same)
@@ -489,7 +493,7 @@ def tolerance(d, out_dtype, tr):
     """(atol, rtol) for an output of `out_dtype`."""
     if d["kind"] == "llm":
         return llm.tolerance(tr, out_dtype)
-    if d["kind"] in ("llm2", "skip", "wide", "idiom", "hunt"):
+    if d["kind"] in ("llm2", "skip", "wide", "idiom", "hunt", "chain"):
         return llm2.tolerance(tr, out_dtype)
     if is_int(out_dtype):
         converts_float = any(dt in FLOATS for dt in path_dtypes(d))
