@@ -3,6 +3,7 @@ ascend910b (target/ascend/unroll_loops.h), so an `if` on the unrolled variable f
 Each kernel runs on cpu and on ascend910b (the simulator's checker on: a report fails) against numpy
 (float64); inputs are small integers and halves, exact in fp16 / bf16 where the sums allow."""
 import os
+import re
 import sys
 
 import numpy as np
@@ -210,4 +211,7 @@ def test_serial_gemm_loop_in_an_unrolled_body():
     want = np.concatenate(hs, 1)
     for t in TARGETS:
         tw.testing.assert_close(run_on(k, t, [-1], x, w, w2), want, atol=1e-3, rtol=1e-3, msg=t)
-    assert _unroll_loops_left(tw.compile(k, target=TARGET, out_idx=[-1])) == []
+    ka = tw.compile(k, target=TARGET, out_idx=[-1])
+    assert _unroll_loops_left(ka) == []
+    tiles = re.findall(r"LocalTensor<\w+> (\w+) =", ka.get_source("ascendc"))
+    assert "xs" in tiles and len(tiles) == len(set(tiles)), tiles  # each copy's xs, ws declared once, by its own name

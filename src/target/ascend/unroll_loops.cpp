@@ -20,9 +20,10 @@ namespace {
 struct Copy : RenameDefs {
   const std::unordered_map<const ir::BufferNode*, bool>& hoisted;
   bool first;
+  int& tiles_made;  // of the whole pass: a fresh tile's name is its own (the AscendC declares each tile by name)
   std::unordered_map<const ir::BufferNode*, Buffer> fresh_tiles;
-  Copy(const std::unordered_map<const ir::BufferNode*, bool>& h, bool is_first, std::string sfx)
-      : RenameDefs(std::move(sfx)), hoisted(h), first(is_first) {}
+  Copy(const std::unordered_map<const ir::BufferNode*, bool>& h, bool is_first, int& made, std::string sfx)
+      : RenameDefs(std::move(sfx)), hoisted(h), first(is_first), tiles_made(made) {}
 
   using RenameDefs::mutate;
   Buffer mutate_buffer(const Buffer& b) override {
@@ -35,6 +36,7 @@ struct Copy : RenameDefs {
       if (hoisted.count(b.get())) return nullptr;  // before the copies
       if (first) return s;
       auto nb = std::make_shared<ir::BufferNode>(*b);
+      nb->name = b->name + "_u" + std::to_string(++tiles_made);
       fresh_tiles[b.get()] = nb;
       return std::make_shared<ir::AllocNode>(nb, s->span);
     }
@@ -69,6 +71,7 @@ void allocs_outside_loops(const Stmt& s, std::vector<Stmt>& out) {
 }
 
 struct Unroll : ir::Mutator {
+  int tiles_made = 0;
   using ir::Mutator::mutate;
   Stmt mutate(const Stmt& s) override {
     Stmt m = ir::Mutator::mutate(s);  // the loops inside first
@@ -81,7 +84,7 @@ struct Unroll : ir::Mutator {
     std::unordered_map<const ir::BufferNode*, bool> hoisted;
     for (const auto& a : out) hoisted[ir::as<ir::AllocNode>(a)->buffer.get()] = true;
     for (int64_t i = 0; i < n; ++i) {
-      Copy c(hoisted, i == 0, "_u" + std::to_string(i));
+      Copy c(hoisted, i == 0, tiles_made, "_u" + std::to_string(i));
       c.vars[f->var.get()] = simp(ir::binary(ir::BinOp::Add, f->min, C(i)));
       for (const auto& x : ir::stmts_of(c.mutate(f->body))) out.push_back(x);
     }

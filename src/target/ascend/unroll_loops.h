@@ -15,7 +15,8 @@
 //  - A tile the body allocates outside any loop of the body is allocated once, before the copies
 //    (as a loop allocates it once per iteration: one tile, reused by each iteration, and plan_memory
 //    sees one tile, not n); a tile allocated inside a loop of the body gets a fresh tile of the same
-//    name, shape and scope in each copy after the first.
+//    shape and scope in each copy after the first, named apart (xs_u1, xs_u2, ...: the AscendC
+//    declares each tile by its name).
 // Everything else keeps its spans: errors at a copy name the user's line.
 #pragma once
 
