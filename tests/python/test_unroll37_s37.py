@@ -215,3 +215,11 @@ def test_serial_gemm_loop_in_an_unrolled_body():
     assert _unroll_loops_left(ka) == []
     tiles = re.findall(r"LocalTensor<\w+> (\w+) =", ka.get_source("ascendc"))
     assert "xs" in tiles and len(tiles) == len(set(tiles)), tiles  # each copy's xs, ws declared once, by its own name
+
+
+def test_more_than_sixteen_copies_keep_the_loop_forms_error():
+    """The retry writes out at most 16 copies (insert_sync's cost grows much faster than the program: an
+    unrolled 64-layer MLP would synchronise for hours): past that the loop form's located error stands and its
+    hint says why, at once."""
+    with pytest.raises(tw.TilewrightError, match=r"(?s)ends on different units.*only up to 16 copies"):
+        tw.compile(mlp_unroll(17, 37, 16, 16, "float16"), target=TARGET, out_idx=[-1])

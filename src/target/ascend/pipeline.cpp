@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <typeinfo>
 
 #include "target/ascend/convert_copies.h"
 #include "target/ascend/drop_gemm_bands.h"
@@ -302,16 +303,33 @@ LoweredAscend lower_fitted(const ir::Kernel& input, const target::Target& target
 // variable folds per copy, a tile handed along the copies is a sequence of hand-offs (hunt36 F1).
 // Not always: insert_sync's cost grows much faster than the program (64 copies of a gemm and a map
 // take minutes to synchronise, as a loop 0.01 s; docs/performance.md "Session 37: T.unroll on
-// ascend910b"). An error of the unrolled kernel is the one reported.
+// ascend910b"), so the retry writes out at most kMaxUnrollCopies copies (the product of the
+// kernel's T.unroll counts, an upper bound); past that the loop form's error stands, its hint
+// saying why. An error of the unrolled kernel is the one reported.
+constexpr int64_t kMaxUnrollCopies = 16;
+
 LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target) {
   try {
     return lower_fitted(input, target, /*unroll=*/false);
-  } catch (const ir::Error&) {
+  } catch (const ir::Error& e) {
+    int64_t copies = 1;
     bool unrolled = false;
     ir::for_each_stmt(input->body, [&](const ir::Stmt& s) {
-      unrolled = unrolled || (s->kind == ir::StmtKind::For && ir::as<ir::ForNode>(s)->for_kind == ir::ForKind::unroll);
+      if (s->kind != ir::StmtKind::For || ir::as<ir::ForNode>(s)->for_kind != ir::ForKind::unroll) return;
+      unrolled = true;
+      auto n = ir::as_const_int(ir::as<ir::ForNode>(s)->extent);
+      copies = n ? std::min<int64_t>(copies * std::max<int64_t>(*n, 1), kMaxUnrollCopies + 1)
+               : kMaxUnrollCopies + 1;
     });
     if (input->is_npu() || !unrolled) throw;
+    if (copies > kMaxUnrollCopies) {
+      if (typeid(e) != typeid(ir::Error)) throw;
+      throw ir::Error(e.message(), e.span(),
+                      (e.hint().empty() ? "" : e.hint() + "; ") + "ascend910b writes T.unroll loops out only up to " +
+                          std::to_string(kMaxUnrollCopies) +
+                          " copies of their bodies in all (its synchronisation pass slows down sharply beyond): "
+                          "write fewer copies, or the layers out by hand");
+    }
     return lower_fitted(input, target, /*unroll=*/true);
   }
 }
