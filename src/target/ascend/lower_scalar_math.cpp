@@ -2,6 +2,7 @@
 // lower_scalar_math.h).
 #include "target/ascend/lower_scalar_math.h"
 
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -58,6 +59,14 @@ struct Lowerer : ir::Mutator {
     if (!y || y->kind != ir::ExprKind::Call || !y->dtype.is_float() || !scalar(y)) return y;
     auto* c = as<ir::CallNode>(y);
     const ir::Span& sp = y->span;
+    if (c->fn == ir::MathFn::pow && c->args.size() > 1 && !literal(c->args[1])) {
+      // c ** y of a positive literal c and a scalar y (Adam's bias correction b1 ** step): exp(y * ln c), the
+      // vector unit having no pow of a non-literal exponent
+      auto base = literal(c->args[0]);
+      if (!base || !(*base > 0)) return y;  // legalize_vector reports the exponent
+      Expr e = ir::binary(ir::BinOp::Mul, ir::cast(c->args[1], kF32, sp), ir::float_imm(std::log(*base), kF32, sp), sp);
+      return mutate(ir::cast(ir::call(ir::MathFn::exp, {e}, sp), y->dtype, sp));
+    }
     ir::Buffer t = ir::buffer(names.fresh("tw_" + std::string(ir::mathfn_name(c->fn))), kF32, {ir::int_imm(1)},
                               ir::Scope::fragment, sp);
     const Expr at0 = ir::load(t, {ir::int_imm(0)}, sp);
