@@ -136,9 +136,11 @@ def test_p2_let_if_condition_and_nested_calls(a):
 # ---- P3: a function of a tile's or tensor's element (group_norm's T.rsqrt(tot[0] / n + eps), clip_grad_scale's
 # T.sqrt(Tot[0]) of a GM scalar, bn_eval_nchw): simulated (the element a ScalarLoad), then not printable ------------
 
-@pytest.mark.parametrize("name", ["group_norm", "clip_grad_scale", "bn_eval_nchw"])
+@pytest.mark.parametrize("name", ["group_norm", "clip_grad_scale", "bn_eval_nchw", "adamw", "alibi_bias_nonpow2"])
 def test_p3_function_of_an_element(name):
-    mod = {"group_norm": P33, "clip_grad_scale": P, "bn_eval_nchw": P36}[name]
+    """(adamw: P2's b1 ** step of the step parameter, as exp(step * ln b1); alibi_bias_nonpow2: P2's exp2 of the
+    block index, expanded to Exp)"""
+    mod = {"group_norm": P33, "bn_eval_nchw": P36}.get(name, P)
     make, dts, shapes = mod.CASES[name]
     # the simulator (checker on) against float64; cpu against the same references in test_port33 / 35 / 36's AGREE
     if mod is P33:
