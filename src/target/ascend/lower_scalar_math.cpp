@@ -47,10 +47,13 @@ struct Lowerer : ir::Mutator {
   std::set<const ir::ExprNode*> inner;  // variables bound inside the statement (a map's indices, its lets)
   Lowerer(vec::Names& n, std::vector<Stmt>& o) : names(n), out(o) {}
 
+  bool element_store = false;  // of an element store: no element read (select_instructions' one-element map)
   // no variable bound inside the statement (an element of a tile or tensor at such an index is too)
   bool scalar(const Expr& e) const {
     bool s = true;
-    ir::for_each_expr(e, [&](const Expr& x) { s = s && !(x->kind == ir::ExprKind::Var && inner.count(x.get())); });
+    ir::for_each_expr(e, [&](const Expr& x) {
+      s = s && !(x->kind == ir::ExprKind::Var && inner.count(x.get())) && !(element_store && x->kind == ir::ExprKind::Load);
+    });
     return s;
   }
   using ir::Mutator::mutate;
@@ -112,6 +115,9 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
     const bool map = s->kind == ir::StmtKind::For && as<ir::ForNode>(s)->for_kind == ir::ForKind::parallel;
     if (!map && s->kind != ir::StmtKind::Let && s->kind != ir::StmtKind::Store && s->kind != ir::StmtKind::Fill)
       return std::nullopt;
+    // t[k] = f(t[j]): a one-element vector instruction where both start a 32-byte block, else select_instructions'
+    // located error (docs/ascend.md "Scalar reads and element stores of UB tiles"); f of scalars is lowered here
+    low.element_store = s->kind == ir::StmtKind::Store;
     if (map)
       ir::for_each_stmt(s, [&](const ir::Stmt& x) {
         if (x->kind == ir::StmtKind::For) low.inner.insert(as<ir::ForNode>(x)->var.get());
