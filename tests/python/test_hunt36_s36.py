@@ -73,8 +73,9 @@ def test_f2_xor_and_eq_of_conditions():
 
 
 # ------------------------------------------------------------------------------------------------
-# F1 (open): T.unroll is documented as fully unrolled, but ascend910b splits the Cube / vector code
-# with the loop still a loop: an `if` on the unrolled variable is a run-time if there
+# F1 (fixed in session 37, h-unroll37): T.unroll was still a loop when ascend910b split the Cube / vector
+# code, so an `if` on the unrolled variable was a run-time if there; the Ascend pipelines now unroll
+# T.unroll first (unroll_loops) and the ifs fold per copy of the body
 
 def mlp_unroll(L, M, D, bm, dt):
     """L layers, a ReLU (halved) between two: Y = W_{L-1}(... relu(W_0 X)); the last layer told apart by
@@ -119,9 +120,6 @@ def test_f1_unrolled_if_runs_on_cpu():
                             atol=1e-2, rtol=1e-2)
 
 
-@pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
-                   reason="hunt36 F1: split_cube_vector sees T.unroll as a loop: 'tile xs ends on different units in "
-                          "the two branches of this if' (the if on the unrolled variable is not folded)")
 def test_f1_unrolled_if_on_ascend():
     x, w = _mlp_inputs(3, 20, 16, "float16")
     tw.testing.assert_close(run(mlp_unroll(3, 20, 16, 16, "float16"), TARGET, [-1], x, w), mlp_reference(x, w),

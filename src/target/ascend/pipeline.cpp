@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <typeinfo>
 
 #include "target/ascend/convert_copies.h"
 #include "target/ascend/drop_gemm_bands.h"
@@ -31,6 +32,7 @@
 #include "target/ascend/split_cube_vector.h"
 #include "target/ascend/split_cols.h"
 #include "target/ascend/split_rows.h"
+#include "target/ascend/unroll_loops.h"
 #include "target/ascend/stage_gemm_operands.h"
 #include "target/ascend/verify_program.h"
 #include "target/ascend/widen_scalars.h"
@@ -77,14 +79,16 @@ Program lower_expert_kernel(transform::PassLog& log, const target::Target& targe
 // max_stages > 0: T.Pipelined loops get at most that many stages (lower_ascend's retry);
 // row_step > 0: the block's rows run in groups (split_rows, lower_ascend's retry), rows: what
 // split_rows found; col_blocks > 0: each row in about that many column blocks (split_cols, the retry
-// when one row does not fit) with col_copies copies of the column tiles, cols: what split_cols found.
-Program lower_automatic_kernel(transform::PassLog& log, const target::Target& target, int64_t max_stages,
+// when one row does not fit) with col_copies copies of the column tiles, cols: what split_cols found;
+// unroll: T.unroll loops written out first (unroll_loops, lower_ascend's retry).
+Program lower_automatic_kernel(transform::PassLog& log, const target::Target& target, bool unroll, int64_t max_stages,
                                int64_t row_step, RowSplit& rows, int64_t col_blocks, int64_t col_copies, ColSplit& cols) {
   auto with_target = [&](ir::Kernel (*pass)(const ir::Kernel&, const target::Target&)) {
     return [&target, pass](const ir::Kernel& k) { return pass(k, target); };
   };
   const ir::Kernel user = log.kernel();
   log.run("drop_gemm_bands", drop_gemm_bands);                   // T.gemm bands: the Cube computes whole tiles
+  if (unroll) log.run("unroll_loops", unroll_loops);             // T.unroll -> copies of the body (ifs on it fold next)
   log.run("infer_grid", [](const ir::Kernel& k) { return transform::infer_grid(k); });
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   log.run("serial_maps", with_target(serial_maps));              // serial loop nests that are maps -> T.Parallel
@@ -125,15 +129,13 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   return log.run("widen_scalars", p, [](const Program& q) { return widen_scalars(q); }, check);  // int scalar arithmetic that may leave int32: computed in int64
 }
 
-}  // namespace
-
 // T.Pipelined(..., num_stages=S) is a performance hint: when the stage copies do not fit (a
 // capacity error whose peak holds staged tiles), the kernel is lowered again with one stage
 // fewer, down to 1 (a capacity error then stays an error), and every loop that asked for more
 // gets a note at its line naming the count used and why. A UB overflow that remains is retried
 // with the block's rows in groups (split_rows), then, when one row does not fit, with each row in
 // column blocks (split_cols); each gets a note at the largest tile.
-LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target) {
+LoweredAscend lower_fitted(const ir::Kernel& input, const target::Target& target, bool unroll) {
   int64_t max_stages = 0, row_step = 0, col_blocks = 0, col_copies = 2;
   std::optional<CapacityError> first, first_ub, before_cols;  // the overflow with the stages as asked; with all rows; with whole rows
   RowSplit rows;
@@ -144,7 +146,7 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
     Program p;
     try {
       p = input->is_npu() ? lower_expert_kernel(log, target)
-                          : lower_automatic_kernel(log, target, max_stages, row_step, rows, col_blocks, col_copies, cols);
+                          : lower_automatic_kernel(log, target, unroll, max_stages, row_step, rows, col_blocks, col_copies, cols);
     } catch (const CapacityError& e) {
       if (fitted) return *fitted;  // the smaller group did not fit
       if (input->is_npu()) throw;
@@ -291,6 +293,44 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
     else  // the largest group whose largest tile is at most half the UB (the ones between would be tried and passed)
       for (++row_step; row_step < rows.steps && 2 * rows.groups[row_step - 1] * rows.row_bytes > first_ub->capacity;)
         ++row_step;
+  }
+}
+
+}  // namespace
+
+// T.unroll loops stay loops (the AscendC compiler unrolls them; docs/language.md "T.unroll") unless
+// the kernel lowers only with them written out: then they are (unroll_loops), and an `if` on the
+// variable folds per copy, a tile handed along the copies is a sequence of hand-offs (hunt36 F1).
+// Not always: insert_sync's cost grows much faster than the program (64 copies of a gemm and a map
+// take minutes to synchronise, as a loop 0.01 s; docs/performance.md "Session 37: T.unroll on
+// ascend910b"), so the retry writes out at most kMaxUnrollCopies copies (the product of the
+// kernel's T.unroll counts, an upper bound); past that the loop form's error stands, its hint
+// saying why. An error of the unrolled kernel is the one reported.
+constexpr int64_t kMaxUnrollCopies = 16;
+
+LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target) {
+  try {
+    return lower_fitted(input, target, /*unroll=*/false);
+  } catch (const ir::Error& e) {
+    int64_t copies = 1;
+    bool unrolled = false;
+    ir::for_each_stmt(input->body, [&](const ir::Stmt& s) {
+      if (s->kind != ir::StmtKind::For || ir::as<ir::ForNode>(s)->for_kind != ir::ForKind::unroll) return;
+      unrolled = true;
+      auto n = ir::as_const_int(ir::as<ir::ForNode>(s)->extent);
+      copies = n ? std::min<int64_t>(copies * std::max<int64_t>(*n, 1), kMaxUnrollCopies + 1)
+               : kMaxUnrollCopies + 1;
+    });
+    if (input->is_npu() || !unrolled) throw;
+    if (copies > kMaxUnrollCopies) {
+      if (typeid(e) != typeid(ir::Error)) throw;
+      throw ir::Error(e.message(), e.span(),
+                      (e.hint().empty() ? "" : e.hint() + "; ") + "ascend910b writes T.unroll loops out only up to " +
+                          std::to_string(kMaxUnrollCopies) +
+                          " copies of their bodies in all (its synchronisation pass slows down sharply beyond): "
+                          "write fewer copies, or the layers out by hand");
+    }
+    return lower_fitted(input, target, /*unroll=*/true);
   }
 }
 
