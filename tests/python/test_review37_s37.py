@@ -76,3 +76,54 @@ def test_r2_the_hint_runs_on_both_targets():
     ref = x / np.sqrt(x[0] + 1.0)
     np.testing.assert_allclose(tw.compile(hoisted(7), target="cpu", out_idx=[1])(x), ref, rtol=2e-6)
     np.testing.assert_allclose(run_checked(tw.compile(hoisted(7), target=TARGET, out_idx=[1]), x), ref, rtol=2e-6)
+
+
+# ---- R3 (open): scalar math whose value the Cube side of a gemm kernel sees -------------------------------------
+
+def gemm_scalar_math(form, M=32):
+    @T.prim_func
+    def gemm_scalar_math(A: T.Tensor((M, M), "float16"), B: T.Tensor((M, M), "float16"), a: T.float32,
+                         C: T.Tensor((M, M), "float32")):
+        with T.Kernel(1) as b:
+            As = T.alloc_shared((M, M), "float16")
+            Bs = T.alloc_shared((M, M), "float16")
+            acc = T.alloc_fragment((M, M), "float32")
+            o = T.alloc_fragment((M, M), "float32")
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.gemm(As, Bs, acc, clear_accum=True)
+            if form == "let":
+                s = T.rsqrt(a)
+                for i, j in T.Parallel(M, M):
+                    o[i, j] = acc[i, j] * s
+            elif form == "in_map":
+                for i, j in T.Parallel(M, M):
+                    o[i, j] = acc[i, j] * T.rsqrt(a)
+            else:
+                if T.rsqrt(a) < 1.0:
+                    T.gemm(As, Bs, acc)
+                for i, j in T.Parallel(M, M):
+                    o[i, j] = acc[i, j]
+            T.copy(o, C)
+    return gemm_scalar_math
+
+
+def _check_gemm_scalar_math(form):
+    rng = np.random.default_rng(3)
+    A, B = [(rng.integers(-3, 4, (32, 32)) / 4).astype(np.float16) for _ in range(2)]
+    p = A.astype(np.float64) @ B
+    ref = p * 0.5 if form != "if_gemm" else 2 * p
+    k = tw.compile(gemm_scalar_math(form), target=TARGET, out_idx=[3])
+    np.testing.assert_allclose(run_checked(k, A, B, np.float32(4.0)), ref, rtol=1e-6)
+    assert "GetValue(0)" in k.get_source("ascendc")  # printed: the call on the Vector unit, its value read back
+
+
+def test_r3_the_call_in_the_map_runs():
+    _check_gemm_scalar_math("in_map")
+
+
+@pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
+                   reason="review37 R3: refused, the message names lower_scalar_math's tile (tw_rsqrt_0)")
+@pytest.mark.parametrize("form", ["let", "if_gemm"])
+def test_r3_cube_side_scalar_math(form):
+    _check_gemm_scalar_math(form)
