@@ -45,14 +45,20 @@ struct Lowerer : ir::Mutator {
   vec::Names& names;
   std::vector<Stmt>& out;
   std::set<const ir::ExprNode*> inner;  // variables bound inside the statement (a map's indices, its lets)
+  std::set<const ir::BufferNode*> stored;  // the tiles and tensors a map stores to
   Lowerer(vec::Names& n, std::vector<Stmt>& o) : names(n), out(o) {}
 
   bool element_store = false;  // of an element store: no element read (select_instructions' one-element map)
-  // no variable bound inside the statement (an element of a tile or tensor at such an index is too)
+  // no variable bound inside the statement (an element of a tile or tensor at such an index is too), and no
+  // read of what the map stores: computed before the map it would read the element before the map's stores
+  // (review37 R2: t[i] = t[i] / T.sqrt(t[0] + 1) ran on the old t[0] where cpu's iterations see the new one;
+  // left in the map, it is the located error of t[i] = t[i] / (t[0] + 1))
   bool scalar(const Expr& e) const {
     bool s = true;
     ir::for_each_expr(e, [&](const Expr& x) {
-      s = s && !(x->kind == ir::ExprKind::Var && inner.count(x.get())) && !(element_store && x->kind == ir::ExprKind::Load);
+      s = s && !(x->kind == ir::ExprKind::Var && inner.count(x.get())) &&
+          !(element_store && x->kind == ir::ExprKind::Load) &&
+          !(x->kind == ir::ExprKind::Load && stored.count(as<ir::LoadNode>(x)->buffer.get()));
     });
     return s;
   }
@@ -122,6 +128,7 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
       ir::for_each_stmt(s, [&](const ir::Stmt& x) {
         if (x->kind == ir::StmtKind::For) low.inner.insert(as<ir::ForNode>(x)->var.get());
         if (x->kind == ir::StmtKind::Let) low.inner.insert(as<ir::LetNode>(x)->var.get());
+        if (x->kind == ir::StmtKind::Store) low.stored.insert(as<ir::StoreNode>(x)->buffer.get());
       });
     ir::Stmt y = low.mutate(s);
     if (out.empty() && !map) return std::nullopt;

@@ -1,5 +1,6 @@
-// lower_scalar_math: Tile IR pass of both Ascend pipelines (see pipeline.cpp), right after the first
-// simplify.
+// lower_scalar_math: Tile IR pass of both Ascend pipelines (see pipeline.cpp): after serial_maps in the
+// automatic one (a serial nest it reads as a map keeps its calls whole-tile: review37 R1), after simplify in
+// expert mode.
 //
 // The Ascend scalar unit has no math functions: AscendC documents none for AICore code, and the
 // AscendC printer prints no math call in a scalar expression. A math function of a scalar (no index

@@ -91,8 +91,8 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   if (unroll) log.run("unroll_loops", unroll_loops);             // T.unroll -> copies of the body (ifs on it fold next)
   log.run("infer_grid", [](const ir::Kernel& k) { return transform::infer_grid(k); });
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
-  log.run("lower_scalar_math", with_target(lower_scalar_math));    // math of literals -> its value (no scalar math printed)
   log.run("serial_maps", with_target(serial_maps));              // serial loop nests that are maps -> T.Parallel
+  log.run("lower_scalar_math", with_target(lower_scalar_math));    // scalar math: folded / on the Vector unit (after serial_maps: a serial nest's f(t[i, j]) stays a map)
   split_rows(log.kernel(), 0, &rows);                            // can the rows run in groups?
   split_cols(log.kernel(), 0, &cols);                            // can a row run in column blocks? (the body as written)
   if (row_step > 0)

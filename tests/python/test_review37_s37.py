@@ -1,0 +1,129 @@
+"""review37: adversarial review of session 37's compiler changes (issue 13: Ascend trust). Findings in
+docs/testing.md 'Session 37: review37'. Small shapes, fixed seeds; ascend910b with the checker on."""
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+from ascend_util import TARGET, run_checked
+
+
+# ---- R1: a serial nest serial_maps reads as a map keeps its math whole-tile (lower_scalar_math after it) -----
+
+def serial_nest(M, N):
+    @T.prim_func
+    def serial_nest(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as b:
+            t = T.alloc_fragment((M, N), "float32")
+            T.copy(X, t)
+            for i in T.serial(M):
+                for j in T.serial(N):
+                    t[i, j] = T.sqrt(T.abs(t[i, j]))
+            T.copy(t, Y)
+    return serial_nest
+
+
+def test_r1_serial_nest_math_stays_whole_tile():
+    x = np.random.default_rng(37).standard_normal((5, 37)).astype(np.float32)
+    ref = np.sqrt(np.abs(x))
+    np.testing.assert_allclose(tw.compile(serial_nest(5, 37), target="cpu", out_idx=[1])(x), ref, rtol=2e-6)
+    k = tw.compile(serial_nest(5, 37), target=TARGET, out_idx=[1])
+    np.testing.assert_allclose(run_checked(k, x), ref, rtol=2e-6)
+    src = k.get_source("ascendc")
+    # one Abs and one Sqrt over the whole tile, no per-element one-element tiles (GetValue of tw_sqrt / tw_abs)
+    assert "Sqrt(t, t," in src and "tw_sqrt" not in src and "tw_abs" not in src, src[-3000:]
+
+
+# ---- R2: a call reading an element of the tile its map stores to stays in the map (the located error) ------------
+
+def self_read(N, math):
+    @T.prim_func
+    def self_read(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1) as b:
+            t = T.alloc_fragment((N,), "float32")
+            T.copy(X, t)
+            for i in T.Parallel(N):
+                if math:
+                    t[i] = t[i] / T.sqrt(t[0] + 1.0)
+                else:
+                    t[i] = t[i] / (t[0] + 1.0)
+            T.copy(t, Y)
+    return self_read
+
+
+@pytest.mark.parametrize("math", [True, False])
+def test_r2_scalar_read_of_a_stored_tile_is_refused(math):
+    with pytest.raises(tw.TilewrightError, match="reads one element 't'.* of a tile it stores to"):
+        tw.compile(self_read(7, math), target=TARGET, out_idx=[1])
+
+
+def hoisted(N):
+    @T.prim_func
+    def hoisted(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1) as b:
+            t = T.alloc_fragment((N,), "float32")
+            T.copy(X, t)
+            s = t[0]
+            for i in T.Parallel(N):
+                t[i] = t[i] / T.sqrt(s + 1.0)
+            T.copy(t, Y)
+    return hoisted
+
+
+def test_r2_the_hint_runs_on_both_targets():
+    x = np.abs(np.random.default_rng(2).standard_normal(7)).astype(np.float32)
+    ref = x / np.sqrt(x[0] + 1.0)
+    np.testing.assert_allclose(tw.compile(hoisted(7), target="cpu", out_idx=[1])(x), ref, rtol=2e-6)
+    np.testing.assert_allclose(run_checked(tw.compile(hoisted(7), target=TARGET, out_idx=[1]), x), ref, rtol=2e-6)
+
+
+# ---- R3 (open): scalar math whose value the Cube side of a gemm kernel sees -------------------------------------
+
+def gemm_scalar_math(form, M=32):
+    @T.prim_func
+    def gemm_scalar_math(A: T.Tensor((M, M), "float16"), B: T.Tensor((M, M), "float16"), a: T.float32,
+                         C: T.Tensor((M, M), "float32")):
+        with T.Kernel(1) as b:
+            As = T.alloc_shared((M, M), "float16")
+            Bs = T.alloc_shared((M, M), "float16")
+            acc = T.alloc_fragment((M, M), "float32")
+            o = T.alloc_fragment((M, M), "float32")
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.gemm(As, Bs, acc, clear_accum=True)
+            if form == "let":
+                s = T.rsqrt(a)
+                for i, j in T.Parallel(M, M):
+                    o[i, j] = acc[i, j] * s
+            elif form == "in_map":
+                for i, j in T.Parallel(M, M):
+                    o[i, j] = acc[i, j] * T.rsqrt(a)
+            else:
+                if T.rsqrt(a) < 1.0:
+                    T.gemm(As, Bs, acc)
+                for i, j in T.Parallel(M, M):
+                    o[i, j] = acc[i, j]
+            T.copy(o, C)
+    return gemm_scalar_math
+
+
+def _check_gemm_scalar_math(form):
+    rng = np.random.default_rng(3)
+    A, B = [(rng.integers(-3, 4, (32, 32)) / 4).astype(np.float16) for _ in range(2)]
+    p = A.astype(np.float64) @ B
+    ref = p * 0.5 if form != "if_gemm" else 2 * p
+    k = tw.compile(gemm_scalar_math(form), target=TARGET, out_idx=[3])
+    np.testing.assert_allclose(run_checked(k, A, B, np.float32(4.0)), ref, rtol=1e-6)
+    assert "GetValue(0)" in k.get_source("ascendc")  # printed: the call on the Vector unit, its value read back
+
+
+def test_r3_the_call_in_the_map_runs():
+    _check_gemm_scalar_math("in_map")
+
+
+@pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
+                   reason="review37 R3: refused, the message names lower_scalar_math's tile (tw_rsqrt_0)")
+@pytest.mark.parametrize("form", ["let", "if_gemm"])
+def test_r3_cube_side_scalar_math(form):
+    _check_gemm_scalar_math(form)
