@@ -142,6 +142,42 @@ def test_f1_operand_loaded_and_fed_back_each_step():
 
 
 # ------------------------------------------------------------------------------------------------
+# F3: a cleared accumulator whose first gemm is a conditional clear_accum gemm
+
+@tw.jit(out_idx=[-1])
+def cond_clear_accum(S=4):
+    @T.prim_func
+    def main(A: T.Tensor((S, 16, 16), "float16"), B: T.Tensor((16, 16), "float16"), Y: T.Tensor((S, 16, 16), "float32")):
+        with T.Kernel(1) as _:
+            a = T.alloc_shared((16, 16), "float16")
+            b = T.alloc_shared((16, 16), "float16")
+            c = T.alloc_fragment((16, 16), "float32")
+            T.copy(B[0, 0], b)
+            T.clear(c)
+            for s in T.serial(S):
+                T.copy(A[s, 0, 0], a)
+                if s == 2:
+                    T.gemm(a, b, c, clear_accum=True)
+                T.gemm(a, b, c)
+                T.copy(c, Y[s, 0, 0])
+
+    return main
+
+
+def test_f3_conditional_clear_accum_gemm_after_a_clear():
+    """ascend910b folded the T.clear into the conditional clear_accum gemm and gave the unconditional gemm no init:
+    Y[0], Y[1] were L0C never written (1.3e36), no report. Now the documented error of a cleared accumulator whose
+    first gemm is conditional, at that gemm; cpu is right."""
+    rng = np.random.default_rng(0)
+    a = (rng.integers(-3, 4, (4, 16, 16)) / 2).astype(np.float16)
+    b = (rng.integers(-3, 4, (16, 16)) / 2).astype(np.float16)
+    p = np.einsum("tik,kj->tij", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_array_equal(cond_clear_accum()(a, b), np.stack([p[0], p[0] + p[1], 2 * p[2], 2 * p[2] + p[3]]))
+    with pytest.raises(tw.TilewrightError, match="first gemm into the cleared accumulator 'c' is conditional"):
+        cond_clear_accum(target=TARGET).profile(a, b)
+
+
+# ------------------------------------------------------------------------------------------------
 # the fuzzer's twenty-second stream (fuzz/chain.py)
 
 def test_chain_stream_covers_its_forms_and_catches_a_wrong_answer():
