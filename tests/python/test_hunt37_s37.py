@@ -177,6 +177,34 @@ def test_f3_conditional_clear_accum_gemm_after_a_clear():
         cond_clear_accum(target=TARGET).profile(a, b)
 
 
+@tw.jit(out_idx=[-1])
+def never_cleared():
+    @T.prim_func
+    def main(A: T.Tensor((2, 16, 16), "float16"), B: T.Tensor((16, 16), "float16"), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1) as _:
+            a = T.alloc_shared((16, 16), "float16")
+            b = T.alloc_shared((16, 16), "float16")
+            c = T.alloc_fragment((16, 16), "float32")
+            T.copy(B[0, 0], b)
+            for s in T.serial(2):
+                T.copy(A[s, 0, 0], a)
+                T.gemm(a, b, c)
+            T.copy(c, Y[0, 0])
+
+    return main
+
+
+def test_f4_accumulating_onto_l0c_never_written_is_reported():
+    """F4 (the simulator as the guard for F3's kind): an Mmad without init adds onto what L0C held, so its bytes
+    keep their written state; the copy out of an accumulator no initialising Mmad wrote is the checker's
+    `uninitialised read` at the copy (it stored the fill's 1.3e36 unreported)."""
+    a = np.ones((2, 16, 16), np.float16)
+    b = np.ones((16, 16), np.float16)
+    prof = never_cleared(target=TARGET).profile(a, b)
+    assert len(prof["reports"]) == 1 and "uninitialised read: Fixpipe stores 256 element(s) of tile c (L0C) that no " \
+        "Mmad of this block wrote" in prof["reports"][0], prof["reports"]
+
+
 # ------------------------------------------------------------------------------------------------
 # the fuzzer's twenty-second stream (fuzz/chain.py)
 
