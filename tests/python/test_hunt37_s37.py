@@ -178,6 +178,36 @@ def test_f3_conditional_clear_accum_gemm_after_a_clear():
 
 
 @tw.jit(out_idx=[-1])
+def clear_then_run_time_loop():
+    @T.prim_func
+    def main(A: T.Tensor((4, 16, 16), "float16"), B: T.Tensor((16, 16), "float16"), n: T.int32,
+             Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1) as _:
+            a = T.alloc_shared((16, 16), "float16")
+            b = T.alloc_shared((16, 16), "float16")
+            c = T.alloc_fragment((16, 16), "float32")
+            T.copy(B[0, 0], b)
+            T.clear(c)
+            for s in T.serial(n):
+                T.copy(A[s, 0, 0], a)
+                T.gemm(a, b, c, clear_accum=True)
+            T.copy(c, Y[0, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("n", [0, 2])
+def test_f5_cleared_accumulator_and_a_clear_accum_gemm_in_a_loop_of_n_0(n):
+    """F5: the clear_accum gemm took the T.clear without the zero-trip guard the other gemms get: n = 0 stored
+    L0C's stale bytes (the checker's uninitialised read); now zeros, as on cpu."""
+    a = np.ones((4, 16, 16), np.float16)
+    b = np.ones((16, 16), np.float16)
+    ref = np.full((16, 16), 16.0 if n else 0.0)
+    np.testing.assert_array_equal(clear_then_run_time_loop()(a, b, n), ref)
+    np.testing.assert_array_equal(run_checked(clear_then_run_time_loop(target=TARGET), a, b, n), ref)
+
+
+@tw.jit(out_idx=[-1])
 def never_cleared():
     @T.prim_func
     def main(A: T.Tensor((2, 16, 16), "float16"), B: T.Tensor((16, 16), "float16"), Y: T.Tensor((16, 16), "float32")):

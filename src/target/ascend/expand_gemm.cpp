@@ -236,7 +236,10 @@ class Expander {
                       "on Ascend the clear happens in the first gemm: make it unconditional (mask the operands instead)");
     if (g->clear) {
       init = ir::int_imm(1, ir::DTypeCode::boolean, sp);
-      if (it != pending_.end()) pending_.erase(it);
+      if (it != pending_.end()) {
+        guard_zero_trips(g, it->second.loops, sp);  // (hunt37 F5: a loop of n = 0 kept L0C's stale bytes)
+        pending_.erase(it);
+      }
     } else if (it != pending_.end()) {
       for (size_t i = it->second.loops; i < loops_.size(); ++i) {
         Expr c = ir::binary(BinOp::EQ, loops_[i].var, loops_[i].min, sp);
