@@ -248,16 +248,16 @@ class StageMap {
                           s->span, "store each window in its own T.Parallel map, or into a tile copied out with T.copy");
         owner = k;
       }
-      const bool always = !in_if && std::none_of(st->indices.begin(), st->indices.end(),
-                                                 [](const Expr& i) { return i->kind == ir::ExprKind::Select; });
-      acc_.push_back({st->buffer, st->indices, *dims, true, false, always, owner, {}, {}, nullptr, {}});
+      const bool plain = std::none_of(st->indices.begin(), st->indices.end(),
+                                      [](const Expr& i) { return i->kind == ir::ExprKind::Select; });
+      acc_.push_back({st->buffer, st->indices, *dims, true, false, !in_if && plain, owner, {}, {}, nullptr, {}});
       // serial_maps' form of a store under an `if`: Y[i] = where(c, v, Y[i])
       auto* w = st->value->kind == ir::ExprKind::Select ? ir::as<ir::SelectNode>(st->value) : nullptr;
       auto* old = w && w->f->kind == ir::ExprKind::Load ? ir::as<ir::LoadNode>(w->f) : nullptr;
       const bool kept = old && old->buffer == st->buffer && old->indices.size() == st->indices.size() &&
                         std::equal(old->indices.begin(), old->indices.end(), st->indices.begin(),
                                    [](const Expr& x, const Expr& y) { return ir::structural_equal(x, y); });
-      if ((in_if || kept) && owner == acc_.size() - 1) {
+      if ((in_if || kept) && plain && owner == acc_.size() - 1) {
         std::vector<Expr> conds = conds_;
         if (kept) conds.push_back(w->cond);
         auto ends = guard_ends(*dims, conds);
