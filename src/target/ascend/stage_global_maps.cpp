@@ -317,6 +317,11 @@ class StageMap {
       const Expr& bound = flip ? b->a : b->b;
       auto ed = dims_of({e}, n_), bd = dims_of({bound}, n_);
       if (!ed || !bd || (*ed)[0].var < 0 || (*bd)[0].var >= 0) return std::nullopt;
+      bool inner = false;  // a let of the map's body: not bound where the copy out reads the end
+      ir::for_each_stmt(n_.body, [&](const Stmt& x) {
+        inner = inner || (x->kind == ir::StmtKind::Let && uses(bound, ir::as<ir::LetNode>(x)->var.get()));
+      });
+      if (inner) return std::nullopt;
       size_t k = 0;
       while (k < dims.size() && !(dims[k].var == (*ed)[0].var &&
                                   ir::structural_equal(simp(dims[k].start), simp((*ed)[0].start))))
