@@ -65,7 +65,9 @@ def _zmm_instructions(path):
 
 @needs_avx2
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
-def test_x86_64_v3_kernels_are_correct_here_and_contain_no_avx512(tmp_path):
+def test_x86_64_v3_kernels_are_correct_here_and_contain_no_avx512(tmp_path, tmp_path_factory):
+    # x86-64-v3's gemm runtime library: built once per run (the AVX2 tests' children load it too), copied here
+    seed_gemm_runtime(tmp_path / "cache", tmp_path_factory, "x86-64-v3")
     r = _child(CHILD, tmp_path, "x86-64-v3", ROOT / "examples")
     assert r.returncode == 0, r.stdout + r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])

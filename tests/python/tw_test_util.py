@@ -178,44 +178,47 @@ with open("/proc/self/maps") as f:  # the runtime library this process loaded: i
 """
 
 
-def _gemm_runtime_template(tmp_path_factory):
-    """A copy (made once per test run; the xdist workers share it under a lock in their common temp dir)
-    of the gemm runtime library's cache entry (<key[0:2]>/<key>: the library and its manifest) that a
-    child process with the tests' environment (no TW_* variable but TW_CACHE_DIR) loads from the
-    suite's cache, building it there if the suite has not yet."""
+def _gemm_runtime_template(tmp_path_factory, arch=None):
+    """A copy (made once per test run and arch; the xdist workers share it under a lock in their common temp
+    dir) of the gemm runtime library's cache entry (<key[0:2]>/<key>: the library and its manifest) that a
+    child process with the tests' environment (no TW_* variable but TW_CACHE_DIR, and TW_CPU_ARCH=arch where
+    given) loads from the suite's cache, building it there if the suite has not yet."""
     import fcntl
     import shutil
     import subprocess
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     base = tmp_path_factory.getbasetemp()
     root = base.parent if worker else base  # the run's directory, shared by its workers
-    template = root / "gemm-runtime-template"
-    with open(root / "gemm-runtime-template.lock", "w") as lock:
+    name = "gemm-runtime-template" + (f"-{arch}" if arch else "")
+    template = root / name
+    with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not template.exists():
             env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
             env["TW_CACHE_DIR"] = suite_cache_dir(base)
+            if arch:
+                env["TW_CPU_ARCH"] = arch
             p = subprocess.run([sys.executable, "-c", GEMM_RUNTIME_PROBE, EXAMPLES], env=env, capture_output=True,
                                text=True, timeout=600)
             assert p.returncode == 0, p.stderr
             entry = os.path.dirname(p.stdout.strip().splitlines()[-1])
             assert os.path.exists(os.path.join(entry, "manifest")), f"not a cache entry: {entry}"
-            staged = root / f"gemm-runtime-template.{os.getpid()}"
+            staged = root / f"{name}.{os.getpid()}"
             shutil.copytree(entry, staged / os.path.basename(os.path.dirname(entry)) / os.path.basename(entry))
             os.rename(staged, template)
         (entry,) = template.glob("*/*")
     return str(entry)
 
 
-def seed_gemm_runtime(cache, tmp_path_factory):
-    """Puts the gemm runtime library (tw_cpu/gemm.h; native, the default compiler) into the fresh disk cache
-    directory `cache`, for a child process whose test needs it there but is not about building it (about
-    20 CPU-s of g++ per fresh cache): a copy of its entry (_gemm_runtime_template). The entry holds nothing
-    tied to its path (its manifest records the key, the file's name, size and sha256), and the copy keeps
-    the owner and the modes, so the child's lookup verifies it as it would its own compile. The cache holds
-    no other entry: no kernel library, no usage index."""
+def seed_gemm_runtime(cache, tmp_path_factory, arch=None):
+    """Puts the gemm runtime library (tw_cpu/gemm.h; the default compiler; for TW_CPU_ARCH=arch, or native)
+    into the fresh disk cache directory `cache`, for a child process whose test needs it there but is not
+    about building it (about 20 CPU-s of g++ per fresh cache): a copy of its entry (_gemm_runtime_template).
+    The entry holds nothing tied to its path (its manifest records the key, the file's name, size and
+    sha256), and the copy keeps the owner and the modes, so the child's lookup verifies it as it would its
+    own compile. The cache holds no other entry: no kernel library, no usage index."""
     import shutil
-    entry = _gemm_runtime_template(tmp_path_factory)
+    entry = _gemm_runtime_template(tmp_path_factory, arch)
     shard, key = entry.split(os.sep)[-2:]
     for d in (cache, os.path.join(cache, "kernels"), os.path.join(cache, "kernels", shard)):
         os.makedirs(d, mode=0o700, exist_ok=True)
