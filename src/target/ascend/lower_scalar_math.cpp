@@ -5,6 +5,7 @@
 #include <functional>
 #include <set>
 
+#include "ir/arith.h"
 #include "ir/functor.h"
 #include "target/ascend/math_fns.h"
 #include "target/ascend/vector_util.h"
@@ -45,6 +46,7 @@ struct Lowerer : ir::Mutator {
   std::vector<Stmt>& out;
   std::set<const ir::ExprNode*> inner;  // variables bound inside the statement (a map's indices, its lets)
   std::set<const ir::BufferNode*> stored;  // the tiles and tensors a map stores to
+  bool changed = false;                    // an integer |n| rewritten (no tile appended)
   Lowerer(vec::Names& n, std::vector<Stmt>& o) : names(n), out(o) {}
 
   // no variable bound inside the statement (an element of a tile or tensor at such an index is too), and no
@@ -62,8 +64,14 @@ struct Lowerer : ir::Mutator {
   using ir::Mutator::mutate;
   Expr mutate(const Expr& e) override {
     Expr y = ir::Mutator::mutate(e);  // inner calls first: their tiles are read by this one's argument
-    if (!y || y->kind != ir::ExprKind::Call || !y->dtype.is_float() || !scalar(y)) return y;
+    if (!y || y->kind != ir::ExprKind::Call || !scalar(y)) return y;
     auto* c = as<ir::CallNode>(y);
+    if (c->fn == ir::MathFn::abs && y->dtype.is_int()) {  // |n| of an integer: max(n, 0 - n) on the scalar unit (review37
+      const Expr& x = c->args[0];                          // R4: simulated, then 'internal: the AscendC printer got ...')
+      changed = true;
+      return ir::arith::max(x, ir::arith::sub(ir::int_imm(0, x->dtype, y->span), x));
+    }
+    if (!y->dtype.is_float()) return y;
     const ir::Span& sp = y->span;
     ir::Buffer t = ir::buffer(names.fresh("tw_" + std::string(ir::mathfn_name(c->fn))), kF32, {ir::int_imm(1)},
                               ir::Scope::fragment, sp);
@@ -102,7 +110,7 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
     if (s->kind == ir::StmtKind::If) {  // the condition's calls before the if, its arms as any statements
       auto* n = as<ir::IfNode>(s);
       Expr c = low.mutate(n->cond);
-      if (out.empty()) return std::nullopt;
+      if (out.empty() && !low.changed) return std::nullopt;
       out.push_back(std::make_shared<ir::IfNode>(c, vec::rewrite_stmts(n->then_body, f),
                                                  n->else_body ? vec::rewrite_stmts(n->else_body, f) : nullptr, s->span));
       return out;
@@ -117,8 +125,8 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
         if (x->kind == ir::StmtKind::Store) low.stored.insert(as<ir::StoreNode>(x)->buffer.get());
       });
     ir::Stmt y = low.mutate(s);
-    if (out.empty() && !map) return std::nullopt;
-    out.push_back(out.empty() ? s : y);  // a map whole: its lets and stores are not scalar code
+    if (out.empty() && !low.changed && !map) return std::nullopt;
+    out.push_back(y);  // a map whole: its lets and stores are not scalar code
     return out;
   };
   body = vec::rewrite_stmts(body, f);
