@@ -12,7 +12,7 @@
 namespace tw::runtime {
 
 AscendExecutable::AscendExecutable(ascend::LoweredAscend lowered, const target::Target& target)
-    : program_(std::move(lowered.program)), target_info_(target) {
+    : program_(std::move(lowered.program)), project_(ascend::print_ascendc(*program_)), target_info_(target) {
   kernel_ = lowered.kernel;
   target_ = target.name;
   stages_ = std::move(lowered.stages);
@@ -21,17 +21,16 @@ AscendExecutable::AscendExecutable(ascend::LoweredAscend lowered, const target::
 
 std::string AscendExecutable::source(std::string_view lang) const {
   if (lang == "ascend_program") return ascend::print_program(*program_);
-  if (lang == "ascendc" || lang.empty()) return ascend::print_ascendc_kernel(*program_);
-  auto project = ascend::print_ascendc(*program_);
-  if (lang == "ascendc_host") return project.host_cpp;
-  if (lang == "ascendc_cmake") return project.cmake;
-  if (lang == "ascendc_readme") return project.readme;
+  if (lang == "ascendc" || lang.empty()) return project_.kernel_cpp;
+  if (lang == "ascendc_host") return project_.host_cpp;
+  if (lang == "ascendc_cmake") return project_.cmake;
+  if (lang == "ascendc_readme") return project_.readme;
   throw ir::Error("target '" + target_ + "' has no '" + std::string(lang) + "' source", {},
                   "choose one of: ascendc, ascendc_host, ascendc_cmake, ascendc_readme, ascend_program");
 }
 
 std::vector<std::pair<std::string, std::string>> AscendExecutable::ascendc_files() const {
-  return ascend::print_ascendc(*program_).files();
+  return project_.files();
 }
 
 std::shared_ptr<const ascend::sim::Result> AscendExecutable::simulate(const std::vector<Arg>& inputs,

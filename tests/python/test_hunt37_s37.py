@@ -142,6 +142,100 @@ def test_f1_operand_loaded_and_fed_back_each_step():
 
 
 # ------------------------------------------------------------------------------------------------
+# F3: a cleared accumulator whose first gemm is a conditional clear_accum gemm
+
+@tw.jit(out_idx=[-1])
+def cond_clear_accum(S=4):
+    @T.prim_func
+    def main(A: T.Tensor((S, 16, 16), "float16"), B: T.Tensor((16, 16), "float16"), Y: T.Tensor((S, 16, 16), "float32")):
+        with T.Kernel(1) as _:
+            a = T.alloc_shared((16, 16), "float16")
+            b = T.alloc_shared((16, 16), "float16")
+            c = T.alloc_fragment((16, 16), "float32")
+            T.copy(B[0, 0], b)
+            T.clear(c)
+            for s in T.serial(S):
+                T.copy(A[s, 0, 0], a)
+                if s == 2:
+                    T.gemm(a, b, c, clear_accum=True)
+                T.gemm(a, b, c)
+                T.copy(c, Y[s, 0, 0])
+
+    return main
+
+
+def test_f3_conditional_clear_accum_gemm_after_a_clear():
+    """ascend910b folded the T.clear into the conditional clear_accum gemm and gave the unconditional gemm no init:
+    Y[0], Y[1] were L0C never written (1.3e36), no report. Now the documented error of a cleared accumulator whose
+    first gemm is conditional, at that gemm; cpu is right."""
+    rng = np.random.default_rng(0)
+    a = (rng.integers(-3, 4, (4, 16, 16)) / 2).astype(np.float16)
+    b = (rng.integers(-3, 4, (16, 16)) / 2).astype(np.float16)
+    p = np.einsum("tik,kj->tij", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_array_equal(cond_clear_accum()(a, b), np.stack([p[0], p[0] + p[1], 2 * p[2], 2 * p[2] + p[3]]))
+    with pytest.raises(tw.TilewrightError, match="first gemm into the cleared accumulator 'c' is conditional"):
+        cond_clear_accum(target=TARGET).profile(a, b)
+
+
+@tw.jit(out_idx=[-1])
+def clear_then_run_time_loop():
+    @T.prim_func
+    def main(A: T.Tensor((4, 16, 16), "float16"), B: T.Tensor((16, 16), "float16"), n: T.int32,
+             Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1) as _:
+            a = T.alloc_shared((16, 16), "float16")
+            b = T.alloc_shared((16, 16), "float16")
+            c = T.alloc_fragment((16, 16), "float32")
+            T.copy(B[0, 0], b)
+            T.clear(c)
+            for s in T.serial(n):
+                T.copy(A[s, 0, 0], a)
+                T.gemm(a, b, c, clear_accum=True)
+            T.copy(c, Y[0, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("n", [0, 2])
+def test_f5_cleared_accumulator_and_a_clear_accum_gemm_in_a_loop_of_n_0(n):
+    """F5: the clear_accum gemm took the T.clear without the zero-trip guard the other gemms get: n = 0 stored
+    L0C's stale bytes (the checker's uninitialised read); now zeros, as on cpu."""
+    a = np.ones((4, 16, 16), np.float16)
+    b = np.ones((16, 16), np.float16)
+    ref = np.full((16, 16), 16.0 if n else 0.0)
+    np.testing.assert_array_equal(clear_then_run_time_loop()(a, b, n), ref)
+    np.testing.assert_array_equal(run_checked(clear_then_run_time_loop(target=TARGET), a, b, n), ref)
+
+
+@tw.jit(out_idx=[-1])
+def never_cleared():
+    @T.prim_func
+    def main(A: T.Tensor((2, 16, 16), "float16"), B: T.Tensor((16, 16), "float16"), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1) as _:
+            a = T.alloc_shared((16, 16), "float16")
+            b = T.alloc_shared((16, 16), "float16")
+            c = T.alloc_fragment((16, 16), "float32")
+            T.copy(B[0, 0], b)
+            for s in T.serial(2):
+                T.copy(A[s, 0, 0], a)
+                T.gemm(a, b, c)
+            T.copy(c, Y[0, 0])
+
+    return main
+
+
+def test_f4_accumulating_onto_l0c_never_written_is_reported():
+    """F4 (the simulator as the guard for F3's kind): an Mmad without init adds onto what L0C held, so its bytes
+    keep their written state; the copy out of an accumulator no initialising Mmad wrote is the checker's
+    `uninitialised read` at the copy (it stored the fill's 1.3e36 unreported)."""
+    a = np.ones((2, 16, 16), np.float16)
+    b = np.ones((16, 16), np.float16)
+    prof = never_cleared(target=TARGET).profile(a, b)
+    assert len(prof["reports"]) == 1 and "uninitialised read: Fixpipe stores 256 element(s) of tile c (L0C) that no " \
+        "Mmad of this block wrote" in prof["reports"][0], prof["reports"]
+
+
+# ------------------------------------------------------------------------------------------------
 # the fuzzer's twenty-second stream (fuzz/chain.py)
 
 def test_chain_stream_covers_its_forms_and_catches_a_wrong_answer():

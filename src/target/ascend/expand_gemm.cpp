@@ -228,13 +228,19 @@ class Expander {
     // init condition of the first step
     Expr init;
     auto it = pending_.find(Cb.get());
+    // (a clear_accum gemm too: it does not run where it is not taken, and the clear folded into it was lost
+    // there; hunt37 F3, a silent wrong answer: 'T.clear(c); for s: if s == 2: T.gemm(.., c, clear_accum=True);
+    // T.gemm(.., c)' accumulated onto L0C never written at s = 0, 1)
+    if (it != pending_.end() && ifs_ > it->second.ifs)
+      throw ir::Error("the first gemm into the cleared accumulator '" + Cb->name + "' is conditional", sp,
+                      "on Ascend the clear happens in the first gemm: make it unconditional (mask the operands instead)");
     if (g->clear) {
       init = ir::int_imm(1, ir::DTypeCode::boolean, sp);
-      if (it != pending_.end()) pending_.erase(it);
+      if (it != pending_.end()) {
+        guard_zero_trips(g, it->second.loops, sp);  // (hunt37 F5: a loop of n = 0 kept L0C's stale bytes)
+        pending_.erase(it);
+      }
     } else if (it != pending_.end()) {
-      if (ifs_ > it->second.ifs)
-        throw ir::Error("the first gemm into the cleared accumulator '" + Cb->name + "' is conditional", sp,
-                        "on Ascend the clear happens in the first gemm: make it unconditional (mask the operands instead)");
       for (size_t i = it->second.loops; i < loops_.size(); ++i) {
         Expr c = ir::binary(BinOp::EQ, loops_[i].var, loops_[i].min, sp);
         init = init ? ir::binary(BinOp::And, init, c, sp) : c;

@@ -18,7 +18,8 @@
 //             + Exp's and Ln's (within 2e-6 of cpu's powf in test_port36_s36; port36 F5)
 // Each expansion computes in the dtype the vector units compute x in (float32 for bfloat16) and
 // is cast back to the call's dtype, so the expression keeps its type. Calls on scalars (no tile
-// data, no map index) stay: they are scalar code. floor, ceil and pow with another exponent (an integer
+// data, no map index) stay (lower_scalar_math, first in the pipeline, computed them on a one-element
+// tile or folded them; what it left is verify_program's error). floor, ceil and pow with another exponent (an integer
 // other than those, or one of tile data) stay
 // too: legalize_vector reports them at their line. The expansions are tile expressions like the
 // user's, so legalize_vector computes their common subexpressions once with the rest of the store

@@ -2,6 +2,7 @@
 // lower_scalar_math.h).
 #include "target/ascend/lower_scalar_math.h"
 
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -49,6 +50,7 @@ struct Lowerer : ir::Mutator {
   bool changed = false;                    // an integer |n| rewritten (no tile appended)
   Lowerer(vec::Names& n, std::vector<Stmt>& o) : names(n), out(o) {}
 
+  bool element_store = false;  // of an element store: no element read (select_instructions' one-element map)
   // no variable bound inside the statement (an element of a tile or tensor at such an index is too), and no
   // read of what the map stores: computed before the map it would read the element before the map's stores
   // (review37 R2: t[i] = t[i] / T.sqrt(t[0] + 1) ran on the old t[0] where cpu's iterations see the new one;
@@ -57,6 +59,7 @@ struct Lowerer : ir::Mutator {
     bool s = true;
     ir::for_each_expr(e, [&](const Expr& x) {
       s = s && !(x->kind == ir::ExprKind::Var && inner.count(x.get())) &&
+          !(element_store && x->kind == ir::ExprKind::Load) &&
           !(x->kind == ir::ExprKind::Load && stored.count(as<ir::LoadNode>(x)->buffer.get()));
     });
     return s;
@@ -73,6 +76,14 @@ struct Lowerer : ir::Mutator {
     }
     if (!y->dtype.is_float()) return y;
     const ir::Span& sp = y->span;
+    if (c->fn == ir::MathFn::pow && c->args.size() > 1 && !literal(c->args[1])) {
+      // c ** y of a positive literal c and a scalar y (Adam's bias correction b1 ** step): exp(y * ln c), the
+      // vector unit having no pow of a non-literal exponent
+      auto base = literal(c->args[0]);
+      if (!base || !(*base > 0)) return y;  // legalize_vector reports the exponent
+      Expr e = ir::binary(ir::BinOp::Mul, ir::cast(c->args[1], kF32, sp), ir::float_imm(std::log(*base), kF32, sp), sp);
+      return mutate(ir::cast(ir::call(ir::MathFn::exp, {e}, sp), y->dtype, sp));
+    }
     ir::Buffer t = ir::buffer(names.fresh("tw_" + std::string(ir::mathfn_name(c->fn))), kF32, {ir::int_imm(1)},
                               ir::Scope::fragment, sp);
     const Expr at0 = ir::load(t, {ir::int_imm(0)}, sp);
@@ -118,6 +129,9 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
     const bool map = s->kind == ir::StmtKind::For && as<ir::ForNode>(s)->for_kind == ir::ForKind::parallel;
     if (!map && s->kind != ir::StmtKind::Let && s->kind != ir::StmtKind::Store && s->kind != ir::StmtKind::Fill)
       return std::nullopt;
+    // t[k] = f(t[j]): a one-element vector instruction where both start a 32-byte block, else select_instructions'
+    // located error (docs/ascend.md "Scalar reads and element stores of UB tiles"); f of scalars is lowered here
+    low.element_store = s->kind == ir::StmtKind::Store;
     if (map)
       ir::for_each_stmt(s, [&](const ir::Stmt& x) {
         if (x->kind == ir::StmtKind::For) low.inner.insert(as<ir::ForNode>(x)->var.get());

@@ -1405,7 +1405,10 @@ class Lowerer {
     auto ext = const_extents(r, sp);
     for (size_t d = 0; d < ext.size(); ++d) {
       Expr st = start32(r.starts[d]);
-      if (!inside(st, ext[d], r.buffer->shape[d]))
+      auto u = used.empty() ? std::optional<int64_t>(ext[d]) : ir::as_const_int(simp(used[d]));
+      // a dim inside the tensor is checked too where its used count may be 0 (machine.cpp outside_dim: then
+      // no dim of the window is reported)
+      if (!inside(st, ext[d], r.buffer->shape[d]) || !u || *u <= 0)
         wc.dims.push_back(DimIndex{st, idx32(r.buffer->shape[d]), static_cast<int>(d), ext[d],
                                    used.empty() ? nullptr : simp(idx32(used[d]))});
     }

@@ -123,6 +123,11 @@ struct Access {
   ir::Buffer tile;                   // of the chunk being built
   std::vector<Expr> tile_index;      // its indices there
   std::vector<Expr> used;            // a stored owner's window's used extents in the chunk (ir.h CopyNode::used)
+  // a store under `if`s whose conditions are all bounds `index < b` / `index <= b` on its indices (the guard idiom
+  // `if j + n < N: Y[0, j + n] = ...`): per dim the end the guard stores before (null: unbounded); guarded: this
+  // store is the only one into its tile, so the user's stores are the window's elements before those ends
+  std::vector<Expr> guard_end;
+  bool guarded = false;
 };
 
 std::string access_text(const ir::Buffer& g, const std::vector<Expr>& idx) { return ir::print(ir::load(g, idx)); }
@@ -198,7 +203,12 @@ class StageMap {
         return true;
       case ir::StmtKind::If: {
         auto* f = ir::as<ir::IfNode>(s);
-        return collect_stores(f->then_body, true) && collect_stores(f->else_body, true);
+        conds_.push_back(f->cond);
+        const bool then_ok = collect_stores(f->then_body, true);
+        conds_.back() = nullptr;  // an else branch: its condition is not a bound the check reads
+        const bool ok = then_ok && collect_stores(f->else_body, true);
+        conds_.pop_back();
+        return ok;
       }
       case ir::StmtKind::Let: return true;
       case ir::StmtKind::Store: break;
@@ -238,11 +248,24 @@ class StageMap {
                           s->span, "store each window in its own T.Parallel map, or into a tile copied out with T.copy");
         owner = k;
       }
-      const bool always = !in_if && std::none_of(st->indices.begin(), st->indices.end(),
-                                                 [](const Expr& i) { return i->kind == ir::ExprKind::Select; });
-      acc_.push_back({st->buffer, st->indices, *dims, true, false, always, owner, {}, {}, nullptr, {}});
+      const bool plain = std::none_of(st->indices.begin(), st->indices.end(),
+                                      [](const Expr& i) { return i->kind == ir::ExprKind::Select; });
+      acc_.push_back({st->buffer, st->indices, *dims, true, false, !in_if && plain, owner, {}, {}, nullptr, {}});
+      // serial_maps' form of a store under an `if`: Y[i] = where(c, v, Y[i])
+      auto* w = st->value->kind == ir::ExprKind::Select ? ir::as<ir::SelectNode>(st->value) : nullptr;
+      auto* old = w && w->f->kind == ir::ExprKind::Load ? ir::as<ir::LoadNode>(w->f) : nullptr;
+      const bool kept = old && old->buffer == st->buffer && old->indices.size() == st->indices.size() &&
+                        std::equal(old->indices.begin(), old->indices.end(), st->indices.begin(),
+                                   [](const Expr& x, const Expr& y) { return ir::structural_equal(x, y); });
+      if ((in_if || kept) && plain && owner == acc_.size() - 1) {
+        std::vector<Expr> conds = conds_;
+        if (kept) conds.push_back(w->cond);
+        auto ends = guard_ends(*dims, conds);
+        acc_.back().guarded = ends.has_value();
+        if (ends) acc_.back().guard_end = std::move(*ends);
+      }
       Access& o = acc_[owner];
-      if (owner != acc_.size() - 1) o.checked = false;
+      if (owner != acc_.size() - 1) o.checked = o.guarded = false;
       if (owner == acc_.size() - 1) {
         o.lo.assign(dims->size(), 0);
         o.width.assign(dims->size(), 1);
@@ -258,10 +281,56 @@ class StageMap {
         o.preload = true;  // the elements between the constants: the tensor's
       }
       a = &acc_.back();
+    } else {
+      acc_[a->owner].guarded = false;  // a second store of the element (under another condition)
     }
     acc_[a->owner].preload = acc_[a->owner].preload || in_if;
     acc_[a->owner].checked = acc_[a->owner].checked && !in_if;
     return true;
+  }
+
+  // Per dim of a store's `dims`, the exclusive end that the enclosing `if`s (`conds`, with serial_maps' `where`
+  // condition of a store that keeps the old element otherwise) bound its index by (null: none), when
+  // every condition is a conjunction of `e < b`, `e <= b`, `b > e` or `b >= e` with e the store's index in a dim
+  // (start + the same loop variable) and b free of the loop variables; nullopt otherwise (an else branch, any
+  // other condition: the check would not know which elements the user stores).
+  std::optional<std::vector<Expr>> guard_ends(const std::vector<Dim>& dims, const std::vector<Expr>& conds) const {
+    std::vector<Expr> ends(dims.size());
+    std::vector<Expr> terms;
+    for (const auto& c : conds) {
+      if (!c) return std::nullopt;
+      terms.push_back(c);
+    }
+    while (!terms.empty()) {
+      Expr t = terms.back();
+      terms.pop_back();
+      if (t->kind != ir::ExprKind::Binary) return std::nullopt;
+      auto* b = ir::as<ir::BinaryNode>(t);
+      if (b->op == ir::BinOp::And) {
+        terms.push_back(b->a), terms.push_back(b->b);
+        continue;
+      }
+      const bool lt = b->op == ir::BinOp::LT || b->op == ir::BinOp::GT;
+      if (!lt && b->op != ir::BinOp::LE && b->op != ir::BinOp::GE) return std::nullopt;
+      const bool flip = b->op == ir::BinOp::GT || b->op == ir::BinOp::GE;
+      const Expr& e = flip ? b->b : b->a;
+      const Expr& bound = flip ? b->a : b->b;
+      auto ed = dims_of({e}, n_), bd = dims_of({bound}, n_);
+      if (!ed || !bd || (*ed)[0].var < 0 || (*bd)[0].var >= 0) return std::nullopt;
+      bool inner = false;  // a let of the map's body: not bound where the copy out reads the end
+      ir::for_each_stmt(n_.body, [&](const Stmt& x) {
+        inner = inner || (x->kind == ir::StmtKind::Let && uses(bound, ir::as<ir::LetNode>(x)->var.get()));
+      });
+      if (inner) return std::nullopt;
+      size_t k = 0;
+      while (k < dims.size() && !(dims[k].var == (*ed)[0].var &&
+                                  ir::structural_equal(simp(dims[k].start), simp((*ed)[0].start))))
+        ++k;
+      if (k == dims.size()) return std::nullopt;
+      Expr end = lt ? bound : simp(ir::arith::add(bound, C(1)));
+      ends[k] = ends[k] ? simp(ir::binary(ir::BinOp::Min, ends[k], end)) : end;
+    }
+    return ends;
   }
 
   // The printed element reads the map makes whatever its conditions (not under an `if`, nor guarded in an
@@ -405,6 +474,12 @@ class StageMap {
       if (!a.stored || a.preload)
         out.push_back(std::make_shared<ir::CopyNode>(windows.back(), ir::full_region(a.tile), sp_, false, a.checked,
                                                      a.checked && padded ? used : std::vector<Expr>{}));
+      if (a.stored && a.guarded)  // the user's stores: the window's elements before the guard's ends
+        for (size_t k = 0; k < a.dims.size(); ++k)
+          if (a.guard_end[k]) {
+            used[k] = simp(ir::binary(ir::BinOp::Min, used[k], simp(ir::arith::sub(a.guard_end[k], starts[k]))));
+            padded = true;
+          }
       if (a.stored) a.used = padded ? used : std::vector<Expr>{};
     }
     struct ToTiles : ir::Mutator {
@@ -435,8 +510,9 @@ class StageMap {
       if (acc_[i].stored && acc_[i].owner == i) {
         // checked where the map stores every element of the window itself (no preload: no `if`, no constants
         // merged, no read of the tensor; serial_maps' guarded store `C[k] = select(c, v, C[k])` reads it; an
-        // in-place map's checked preload reports the window first, as cpu reports the read)
-        const bool chk = acc_[i].checked && !acc_[i].preload;
+        // in-place map's checked preload reports the window first, as cpu reports the read), or the elements
+        // before a guard's ends (guard_ends: its used extents)
+        const bool chk = (acc_[i].checked && !acc_[i].preload) || acc_[i].guarded;
         out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(acc_[i].tile), windows[i], sp_, false, chk,
                                                      chk ? acc_[i].used : std::vector<Expr>{}));
       }
@@ -469,6 +545,7 @@ class StageMap {
   ir::Span sp_;
   vec::Names& names_;
   std::vector<Access> acc_;
+  std::vector<Expr> conds_;  // collect_stores: the conditions of the enclosing `if`s (null: an else branch)
   std::vector<int64_t> chunk_;
 };
 

@@ -23,6 +23,7 @@ import random
 
 import numpy as np
 
+from .hunt import _np, _wrap
 from .llm import UNIT, _conv, kernel_text, shape
 from .llm2 import Track
 
@@ -175,11 +176,6 @@ def _pow_body(d):
 # ---------------------------------------------------------------------------------------------
 # Inputs and reference
 
-def _np(dt):
-    from tilewright.testing import np_dtype
-    return np_dtype(dt)
-
-
 def inputs(d):
     rng = np.random.default_rng(d["seed"])
     out = []
@@ -198,10 +194,6 @@ def inputs(d):
             lo = 0 if d["c"] > 0 else 1
             out.append((rng.integers(lo, 33, size=sh) / 4.0).astype(_np(dt)))
     return out
-
-
-def _wrap(v):
-    return ((v + 2**31) % 2**32) - 2**31
 
 
 def reference(d):

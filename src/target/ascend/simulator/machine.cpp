@@ -108,17 +108,20 @@ double call_scalar(const Call& x, Get&& get) {
 
 // Every index of `dims` evaluated (build's calls of `get` do not depend on the values: they compile
 // the expressions in this order), the first outside its dimension kept (of a window: its start when
-// negative, else the dimension's end); a window's indices past its `used` ones are not checked (none
-// when used <= 0).
+// negative, else the dimension's end); a window's indices past its `used` ones are not checked, and a
+// window with a dim of used <= 0 not at all (it holds no element of the user's: a padded block, the
+// elements a guard skips).
 template <class Get>
 ROutsideDim outside_dim(const std::vector<DimIndex>& dims, Get&& get) {
   ROutsideDim o;
+  bool none = false;  // a dim with no used index: the window holds none of the user's elements
   for (const auto& d : dims) {
     const int64_t i = get(d.index).i, n = get(d.extent).i;
     const int64_t u = d.used ? std::min(d.count, get(d.used).i) : d.count;
+    none = none || u <= 0;
     if (o.dim < 0 && u > 0 && (i < 0 || i + u > n)) o = ROutsideDim{d.dim, i < 0 ? i : std::max(i, n), n, i, u};
   }
-  return o;
+  return none ? ROutsideDim{} : o;
 }
 
 template <class Get>
