@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 
+#include "ir/arith.h"
 #include "ir/functor.h"
 #include "target/ascend/math_fns.h"
 #include "target/ascend/vector_util.h"
@@ -46,6 +47,7 @@ struct Lowerer : ir::Mutator {
   std::vector<Stmt>& out;
   std::set<const ir::ExprNode*> inner;  // variables bound inside the statement (a map's indices, its lets)
   std::set<const ir::BufferNode*> stored;  // the tiles and tensors a map stores to
+  bool changed = false;                    // an integer |n| rewritten (no tile appended)
   Lowerer(vec::Names& n, std::vector<Stmt>& o) : names(n), out(o) {}
 
   bool element_store = false;  // of an element store: no element read (select_instructions' one-element map)
@@ -65,8 +67,14 @@ struct Lowerer : ir::Mutator {
   using ir::Mutator::mutate;
   Expr mutate(const Expr& e) override {
     Expr y = ir::Mutator::mutate(e);  // inner calls first: their tiles are read by this one's argument
-    if (!y || y->kind != ir::ExprKind::Call || !y->dtype.is_float() || !scalar(y)) return y;
+    if (!y || y->kind != ir::ExprKind::Call || !scalar(y)) return y;
     auto* c = as<ir::CallNode>(y);
+    if (c->fn == ir::MathFn::abs && y->dtype.is_int()) {  // |n| of an integer: max(n, 0 - n) on the scalar unit (review37
+      const Expr& x = c->args[0];                          // R4: simulated, then 'internal: the AscendC printer got ...')
+      changed = true;
+      return ir::arith::max(x, ir::arith::sub(ir::int_imm(0, x->dtype, y->span), x));
+    }
+    if (!y->dtype.is_float()) return y;
     const ir::Span& sp = y->span;
     if (c->fn == ir::MathFn::pow && c->args.size() > 1 && !literal(c->args[1])) {
       // c ** y of a positive literal c and a scalar y (Adam's bias correction b1 ** step): exp(y * ln c), the
@@ -113,7 +121,7 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
     if (s->kind == ir::StmtKind::If) {  // the condition's calls before the if, its arms as any statements
       auto* n = as<ir::IfNode>(s);
       Expr c = low.mutate(n->cond);
-      if (out.empty()) return std::nullopt;
+      if (out.empty() && !low.changed) return std::nullopt;
       out.push_back(std::make_shared<ir::IfNode>(c, vec::rewrite_stmts(n->then_body, f),
                                                  n->else_body ? vec::rewrite_stmts(n->else_body, f) : nullptr, s->span));
       return out;
@@ -131,8 +139,8 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
         if (x->kind == ir::StmtKind::Store) low.stored.insert(as<ir::StoreNode>(x)->buffer.get());
       });
     ir::Stmt y = low.mutate(s);
-    if (out.empty() && !map) return std::nullopt;
-    out.push_back(out.empty() ? s : y);  // a map whole: its lets and stores are not scalar code
+    if (out.empty() && !low.changed && !map) return std::nullopt;
+    out.push_back(y);  // a map whole: its lets and stores are not scalar code
     return out;
   };
   body = vec::rewrite_stmts(body, f);
