@@ -78,7 +78,7 @@ def test_r2_the_hint_runs_on_both_targets():
     np.testing.assert_allclose(run_checked(tw.compile(hoisted(7), target=TARGET, out_idx=[1]), x), ref, rtol=2e-6)
 
 
-# ---- R3 (open): scalar math whose value the Cube side of a gemm kernel sees -------------------------------------
+# ---- R3: scalar math whose value the Cube side of a gemm kernel sees: an error naming the user's call ------------
 
 def gemm_scalar_math(form, M=32):
     @T.prim_func
@@ -99,8 +99,13 @@ def gemm_scalar_math(form, M=32):
             elif form == "in_map":
                 for i, j in T.Parallel(M, M):
                     o[i, j] = acc[i, j] * T.rsqrt(a)
-            else:
+            elif form == "if_gemm":
                 if T.rsqrt(a) < 1.0:
+                    T.gemm(As, Bs, acc)
+                for i, j in T.Parallel(M, M):
+                    o[i, j] = acc[i, j]
+            else:  # "if_param": the value passed as a scalar parameter (a = rsqrt(4.0) computed on the host)
+                if a < 1.0:
                     T.gemm(As, Bs, acc)
                 for i, j in T.Parallel(M, M):
                     o[i, j] = acc[i, j]
@@ -112,21 +117,32 @@ def _check_gemm_scalar_math(form):
     rng = np.random.default_rng(3)
     A, B = [(rng.integers(-3, 4, (32, 32)) / 4).astype(np.float16) for _ in range(2)]
     p = A.astype(np.float64) @ B
-    ref = p * 0.5 if form != "if_gemm" else 2 * p
-    k = tw.compile(gemm_scalar_math(form), target=TARGET, out_idx=[3])
-    np.testing.assert_allclose(run_checked(k, A, B, np.float32(4.0)), ref, rtol=1e-6)
-    assert "GetValue(0)" in k.get_source("ascendc")  # printed: the call on the Vector unit, its value read back
+    a = np.float32(0.5 if form == "if_param" else 4.0)
+    ref = p * 0.5 if form == "in_map" else 2 * p
+    k = {t: tw.compile(gemm_scalar_math(form), target=t, out_idx=[3]) for t in ("cpu", TARGET)}
+    np.testing.assert_allclose(k["cpu"](A, B, a), ref, rtol=1e-6)
+    np.testing.assert_array_equal(run_checked(k[TARGET], A, B, a), k["cpu"](A, B, a))
+    return k[TARGET].get_source("ascendc")
 
 
-def test_r3_the_call_in_the_map_runs():
-    _check_gemm_scalar_math("in_map")
+def test_r3_the_hints_forms_run():
+    # the let's hint: the call in the map (on the Vector unit, its value read back); the if's: a scalar parameter
+    assert "GetValue(0)" in _check_gemm_scalar_math("in_map")
+    _check_gemm_scalar_math("if_param")
 
 
-@pytest.mark.xfail(strict=True, raises=tw.TilewrightError,
-                   reason="review37 R3: refused, the message names lower_scalar_math's tile (tw_rsqrt_0)")
-@pytest.mark.parametrize("form", ["let", "if_gemm"])
-def test_r3_cube_side_scalar_math(form):
-    _check_gemm_scalar_math(form)
+@pytest.mark.parametrize("form, where", [("let", "let 's' of a kernel with Cube code"),
+                                         ("if_gemm", "the condition of an if around T.gemm")])
+def test_r3_cube_side_scalar_math_names_the_call(form, where):
+    # was (int37): "let 's' reads element tw_rsqrt_0[0] of tile 'tw_rsqrt_0' ..." / "buffer 'tw_exp_0' is used
+    # outside its scope": the compiler's one-element tile, and a hint naming a GM tensor the user never wrote
+    with pytest.raises(tw.TilewrightError) as e:
+        tw.compile(gemm_scalar_math(form), target=TARGET, out_idx=[3])
+    msg = str(e.value)
+    assert "T.rsqrt(a) in " + where in msg and "tw_rsqrt" not in msg, msg
+    line = "s = T.rsqrt(a)" if form == "let" else "if T.rsqrt(a) < 1.0:"
+    assert line in msg, msg  # the user's source line
+    assert ("inside the T.Parallel map that uses 's'" if form == "let" else "as a scalar parameter") in msg, msg
 
 
 # ---- R4: |n| of an integer scalar simulated, then did not print ('internal: the AscendC printer got ...') -------

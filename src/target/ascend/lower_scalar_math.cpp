@@ -8,7 +8,9 @@
 
 #include "ir/arith.h"
 #include "ir/functor.h"
+#include "ir/printer.h"
 #include "target/ascend/math_fns.h"
+#include "target/ascend/pass_util.h"
 #include "target/ascend/vector_util.h"
 
 namespace tw::ascend {
@@ -48,6 +50,7 @@ struct Lowerer : ir::Mutator {
   std::set<const ir::ExprNode*> inner;  // variables bound inside the statement (a map's indices, its lets)
   std::set<const ir::BufferNode*> stored;  // the tiles and tensors a map stores to
   bool changed = false;                    // an integer |n| rewritten (no tile appended)
+  Expr call;                               // the user's call of the last tile appended (a located error names it)
   Lowerer(vec::Names& n, std::vector<Stmt>& o) : names(n), out(o) {}
 
   bool element_store = false;  // of an element store: no element read (select_instructions' one-element map)
@@ -94,12 +97,27 @@ struct Lowerer : ir::Mutator {
       Expr value = call ? ir::call(c->fn, args, sp) : ir::cast(c->args[0], kF32, sp);
       return vec::pfor(i, 1, std::make_shared<ir::StoreNode>(t, std::vector<Expr>{i}, value, sp), sp);
     };
+    call = e;
     out.push_back(std::make_shared<ir::AllocNode>(t, sp));
     out.push_back(map(false));
     out.push_back(map(true));
     return ir::cast(at0, y->dtype, sp);
   }
 };
+
+bool has_gemm(const Stmt& s) {
+  bool g = false;
+  if (s) ir::for_each_stmt(s, [&](const Stmt& x) { g = g || x->kind == ir::StmtKind::Gemm; });
+  return g;
+}
+
+// A call the Vector unit would compute whose value the Cube core needs (review37 R3): split_cube_vector /
+// the verifier would refuse the one-element tile by its name, which the user never wrote.
+[[noreturn]] void cube_needs(const Expr& call, const std::string& where, const std::string& why, const std::string& hint) {
+  throw ir::Error("T." + ir::print(call) + " in " + where +
+                      ": the Ascend scalar unit has no math functions, so the Vector unit computes the call, and " + why,
+                  call->span, hint);
+}
 
 }  // namespace
 
@@ -114,6 +132,7 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
   ir::Stmt body = Folder{}.mutate(kernel->body);
   if (kernel->is_npu()) return vec::with_body(kernel, body);  // expert mode: the user's code, as written
   vec::Names names(kernel);
+  const bool cube = has_gemm(body);  // a kernel with Cube code: split_cube_vector puts it on two cores
   std::function<std::optional<std::vector<ir::Stmt>>(const ir::Stmt&)> f;
   f = [&](const ir::Stmt& s) -> std::optional<std::vector<ir::Stmt>> {
     std::vector<ir::Stmt> out;
@@ -121,6 +140,11 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
     if (s->kind == ir::StmtKind::If) {  // the condition's calls before the if, its arms as any statements
       auto* n = as<ir::IfNode>(s);
       Expr c = low.mutate(n->cond);
+      if (!out.empty() && (has_gemm(n->then_body) || has_gemm(n->else_body)))
+        cube_needs(low.call, "the condition of an if around T.gemm",
+                   "the Cube core, which runs the gemm, evaluates the condition too",
+                   "pass the value as a scalar parameter (computed on the host), or put only vector code "
+                   "(T.Parallel maps) under the if");
       if (out.empty() && !low.changed) return std::nullopt;
       out.push_back(std::make_shared<ir::IfNode>(c, vec::rewrite_stmts(n->then_body, f),
                                                  n->else_body ? vec::rewrite_stmts(n->else_body, f) : nullptr, s->span));
@@ -139,6 +163,11 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
         if (x->kind == ir::StmtKind::Store) low.stored.insert(as<ir::StoreNode>(x)->buffer.get());
       });
     ir::Stmt y = low.mutate(s);
+    if (cube && !out.empty() && s->kind == ir::StmtKind::Let)
+      cube_needs(low.call, "let " + q(as<ir::LetNode>(s)->var->name) + " of a kernel with Cube code (T.gemm)",
+                 "in such a kernel a let runs on both the Cube and the Vector core",
+                 "write the call inside the T.Parallel map that uses " + q(as<ir::LetNode>(s)->var->name) + " (T." +
+                     ir::print(low.call) + " in its place there), or pass the value as a scalar parameter");
     if (out.empty() && !low.changed && !map) return std::nullopt;
     out.push_back(y);  // a map whole: its lets and stores are not scalar code
     return out;

@@ -20,6 +20,9 @@
 //    vector instruction, or its located error), a fill or an if (its condition); a call elsewhere (a loop's extent) and
 //    every call in an expert-mode kernel stays, and verify_program reports it at its line with the
 //    hint of this form (scalar_math_hint).
+// In a kernel with Cube code (T.gemm) such a call in a let (which runs on both cores) or in the
+// condition of an if around a gemm (the Cube core evaluates it) is refused here, naming the user's
+// call and a form that runs (review37 R3; split_cube_vector would name the one-element tile).
 // An integer |n| of a scalar is max(n, 0 - n) on the scalar unit (review37 R4).
 // The simulator runs what the printer prints: Duplicate, Exp (or expand_math's expansion), GetValue.
 #pragma once
