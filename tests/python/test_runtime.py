@@ -359,7 +359,7 @@ def test_dump_ir_has_a_folder_per_target_with_unique_stage_numbers(tmp_path):
     numbers = [f[:2] for f in files]
     assert numbers == [f"{i:02d}" for i in range(len(files))], files  # one file per number, in order
     names = [f[3:].rsplit(".", 1)[0] for f in files]
-    tile_ir = ["input", "drop_gemm_bands", "infer_grid", "simplify", "lower_scalar_math", "serial_maps", "pick_element", "stage_global_copies",
+    tile_ir = ["input", "drop_gemm_bands", "infer_grid", "simplify", "serial_maps", "lower_scalar_math", "pick_element", "stage_global_copies",
                "stage_global_maps",
                "stage_gemm_operands", "cube_row_mask",
                "infer_scope", "mark_nan_unobserved", "split_cube_vector", "skew_cube_loops",

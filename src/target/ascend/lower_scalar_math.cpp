@@ -124,7 +124,9 @@ bool has_gemm(const Stmt& s) {
 std::string scalar_math_hint(const std::string& fn) {
   return "the Ascend scalar unit has no math functions: compute it on the Vector unit in a one-element tile "
          "(t = T.alloc_fragment((1,), \"float32\"); for i in T.Parallel(1): t[i] = x; for i in T.Parallel(1): t[i] = T." +
-         fn + "(t[i])) and use t[0], or pass the value as a scalar parameter";
+         fn + "(t[i])) and use t[0], or pass the value as a scalar parameter; a value per row of a map over more than two "
+         "dimensions (T." + fn + "(r[i] ...) in a map over i, g, c): compute it over the vector first in its own "
+         "T.Parallel map (rr[i] = T." + fn + "(r[i] ...)) and use rr[i]";
 }
 
 ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& target) {

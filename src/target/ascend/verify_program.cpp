@@ -191,6 +191,12 @@ class Verifier {
             operand(x.b, in, "b");
           }
           if constexpr (requires { x.c; }) operand(x.c, in, "c");
+          // a vector instruction's scalar operand is scalar code too (a math call in it: port37 F1's 3-D maps,
+          // where legalize_vector reads a row's value into a let and the call of it became scalar)
+          if constexpr (requires { x.scalar; })
+            check_expr(x.scalar, [&] { return where() + ": `" + print_instr(p_, in, false) + "`: the scalar"; }, in.span);
+          if constexpr (std::is_same_v<T, VecDup>)
+            check_expr(x.value, [&] { return where() + ": `" + print_instr(p_, in, false) + "`: the value"; }, in.span);
           if constexpr (requires { x.vec; }) operand(x.vec, in, "vec");
           if constexpr (std::is_same_v<T, Gather>) operand(x.offset, in, "offset");
           if constexpr (requires { x.src0; }) {  // call-level vector instructions: sources per API
