@@ -2,6 +2,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "target/ascend/pass_util.h"
@@ -18,11 +19,11 @@ namespace {
 // One copy of an unrolled body: RenameDefs' fresh variables, and a fresh tile for each one the body
 // allocates inside a loop (hoisted: the allocations taken out of the body, kept as they are).
 struct Copy : RenameDefs {
-  const std::unordered_map<const ir::BufferNode*, bool>& hoisted;
+  const std::unordered_set<const ir::BufferNode*>& hoisted;
   bool first;
   int& tiles_made;  // of the whole pass: a fresh tile's name is its own (the AscendC declares each tile by name)
   std::unordered_map<const ir::BufferNode*, Buffer> fresh_tiles;
-  Copy(const std::unordered_map<const ir::BufferNode*, bool>& h, bool is_first, int& made, std::string sfx)
+  Copy(const std::unordered_set<const ir::BufferNode*>& h, bool is_first, int& made, std::string sfx)
       : RenameDefs(std::move(sfx)), hoisted(h), first(is_first), tiles_made(made) {}
 
   using RenameDefs::mutate;
@@ -81,8 +82,8 @@ struct Unroll : ir::Mutator {
     const int64_t n = *ir::as_const_int(f->extent);  // the verifier: constant, at most 1024 copies in all
     std::vector<Stmt> out;
     allocs_outside_loops(f->body, out);
-    std::unordered_map<const ir::BufferNode*, bool> hoisted;
-    for (const auto& a : out) hoisted[ir::as<ir::AllocNode>(a)->buffer.get()] = true;
+    std::unordered_set<const ir::BufferNode*> hoisted;
+    for (const auto& a : out) hoisted.insert(ir::as<ir::AllocNode>(a)->buffer.get());
     for (int64_t i = 0; i < n; ++i) {
       Copy c(hoisted, i == 0, tiles_made, "_u" + std::to_string(i));
       c.vars[f->var.get()] = simp(ir::binary(ir::BinOp::Add, f->min, C(i)));
