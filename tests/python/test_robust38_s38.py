@@ -1,0 +1,62 @@
+"""Session 38's reliability pass (h-robust38): no input crashes the process -- a bad kernel,
+argument, environment value, cache entry or stored file is a located Tilewright error naming the
+fix. Findings F1... are /work/robust38-findings.txt and docs/testing.md "Session 38: no input
+crashes the process (h-robust38)"; each fixed finding has a test here."""
+import io
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+from tilewright.errors import TilewrightError
+
+
+def _scale(x):
+    return x * 2
+
+
+def _store_with_header_shape(tmp_path, shape, manifest_agrees):
+    """A good reference store whose input0 member is replaced by a .npy header claiming `shape` over
+    the original 16 bytes of data (a damaged or crafted archive); the manifest edited to agree or not."""
+    s = tmp_path / "s"
+    tw.testing.Reference(s, seed=0).check(_scale, (np.ones(4, np.float32),))
+    npz, manifest = tmp_path / "s.npz", tmp_path / "s.json"
+    with np.load(npz) as z:
+        out = z["output0"]
+    member = io.BytesIO()
+    np.lib.format.write_array_header_1_0(member, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    member.write(np.ones(4, np.float32).tobytes())
+    saved = io.BytesIO()
+    np.save(saved, out)
+    with zipfile.ZipFile(npz, "w") as zf:
+        zf.writestr("input0.npy", member.getvalue())
+        zf.writestr("output0.npy", saved.getvalue())
+    if manifest_agrees:
+        m = json.loads(manifest.read_text())
+        m["inputs"][0]["shape"] = list(shape)
+        manifest.write_text(json.dumps(m))
+    return s
+
+
+@pytest.mark.parametrize("manifest_agrees, what", [
+    (False, "input0 is float32 [1099511627776], its manifest says float32 [4]"),
+    (True, "input0 holds 16 bytes of data, too few for its float32 [1099511627776]"),
+])
+def test_f1_reference_store_with_a_huge_header_shape_is_damaged_not_memory_error(tmp_path, manifest_agrees, what):
+    """F1: numpy allocates what a .npy header says before reading its data: a store whose header
+    claimed 2^40 elements was numpy's MemoryError (4 TiB); now the header is read first."""
+    s = _store_with_header_shape(tmp_path, (2**40,), manifest_agrees)
+    with pytest.raises(TilewrightError) as e:
+        tw.testing.Reference(s).check(_scale)
+    msg = str(e.value)
+    assert f"the reference store {s} is damaged" in msg and what in msg, msg
+
+
+def test_f1_truncated_member_data_is_damaged(tmp_path):
+    """A header that agrees with the manifest over too few data bytes (a truncated member) is
+    reported from the archive's sizes, before any read."""
+    s = _store_with_header_shape(tmp_path, (8,), manifest_agrees=True)
+    with pytest.raises(TilewrightError, match="holds 16 bytes of data, too few for its float32 \\[8\\]"):
+        tw.testing.Reference(s).check(_scale)
