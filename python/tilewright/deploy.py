@@ -103,11 +103,14 @@ def read_manifest(directory) -> dict:
         path = os.fspath(directory)
     except TypeError:
         path = None
-    if not isinstance(path, str):
+    if not isinstance(path, str) or "\0" in path:  # a NUL would cut the path short in C (robust38 F2)
         raise TilewrightError(f"read_manifest() takes a directory path (a str or os.PathLike), got {directory!r}",
                               *user_location(), hint="pass the directory written by kernel.export(dir)")
     _check_utf8(path, "read_manifest()")
-    return _C.read_manifest(path)
+    try:
+        return _C.read_manifest(path)
+    except TilewrightError as e:  # a missing or damaged artifact: the mistake is at the call (robust38 F2)
+        raise TilewrightError(e.message, *user_location(), 0, e.hint) from None
 
 
 def _check_utf8(path: str, who: str) -> None:

@@ -60,3 +60,22 @@ def test_f1_truncated_member_data_is_damaged(tmp_path):
     s = _store_with_header_shape(tmp_path, (8,), manifest_agrees=True)
     with pytest.raises(TilewrightError, match="holds 16 bytes of data, too few for its float32 \\[8\\]"):
         tw.testing.Reference(s).check(_scale)
+
+
+@pytest.mark.parametrize("directory, what", [
+    ("no-such-artifact-robust38", "no such artifact"),
+    ("art\0x", "takes a directory path"),
+])
+def test_f2_read_manifest_errors_are_located_at_the_call(directory, what):
+    """F2: read_manifest's errors had no location (the C++ parser's, file '' line 0), and a NUL in
+    the path was cut there (C string) instead of refused."""
+    with pytest.raises(TilewrightError, match=what) as e:
+        tw.deploy.read_manifest(directory)
+    assert e.value.file == __file__ and e.value.line > 0, (e.value.file, e.value.line)
+
+
+def test_f2_damaged_manifest_is_located_at_the_call(tmp_path):
+    (tmp_path / "tilewright.manifest").write_text("tilewright-artifact 2\ntarget cpu\n")
+    with pytest.raises(TilewrightError, match="does not end with its checksum line") as e:
+        tw.deploy.read_manifest(tmp_path)
+    assert e.value.file == __file__ and e.value.line > 0
