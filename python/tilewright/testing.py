@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib
-import importlib.util
 import json
 import math
 import os
@@ -342,12 +341,8 @@ def load_fn(spec: str):
         raise TilewrightError(f"'{spec}' does not name a function", hint="write module:function or file.py:function")
     try:
         if mod_name.endswith(".py"):
-            path = pathlib.Path(mod_name).resolve()
-            sys.path.insert(0, str(path.parent))  # its sibling imports; worker processes import it by name
-            spec_ = importlib.util.spec_from_file_location(path.stem, path)
-            module = importlib.util.module_from_spec(spec_)
-            sys.modules[path.stem] = module
-            spec_.loader.exec_module(module)
+            from .deploy import import_file  # the command line's one loader of FILE.py (robust38 F3)
+            module = import_file(mod_name)
         else:
             module = importlib.import_module(mod_name)
     except (ImportError, OSError) as e:

@@ -79,3 +79,20 @@ def test_f2_damaged_manifest_is_located_at_the_call(tmp_path):
     with pytest.raises(TilewrightError, match="does not end with its checksum line") as e:
         tw.deploy.read_manifest(tmp_path)
     assert e.value.file == __file__ and e.value.line > 0
+
+
+@pytest.mark.parametrize("command", [["tune", "k.py:f", "4"], ["check", "store", "--fn", "k.py:f"],
+                                     ["export", "k.py", "-o", "out"], ["precompile", "k.py"]])
+def test_f3_command_line_file_that_is_a_fifo_is_refused_not_read(tmp_path, command):
+    """F3: `tilewright tune k.py:f` (and `check --fn`) imported a FIFO named k.py: the import
+    blocked forever. Now the one loader of FILE.py (deploy.import_file) refuses anything but a
+    regular file, as export / precompile did."""
+    import os
+    import subprocess
+    import sys
+    os.mkfifo(tmp_path / "k.py")
+    if command[0] == "check":  # the store is read before the function: give it one
+        tw.testing.Reference(tmp_path / "store", seed=0).check(_scale, (np.ones(4, np.float32),))
+    r = subprocess.run([sys.executable, "-m", "tilewright", *command], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1 and "not a regular file: k.py" in r.stderr, (r.returncode, r.stderr)
