@@ -96,3 +96,36 @@ def test_f3_command_line_file_that_is_a_fifo_is_refused_not_read(tmp_path, comma
     r = subprocess.run([sys.executable, "-m", "tilewright", *command], cwd=tmp_path, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 1 and "not a regular file: k.py" in r.stderr, (r.returncode, r.stderr)
+
+
+def _add_one_factory(n, block=128):
+    import tilewright.language as T
+
+    @T.prim_func
+    def add_one(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block)) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    B[bx * block + i] = A[bx * block + i] + 1.0
+    return add_one
+
+
+@pytest.mark.parametrize("call", [lambda f: f(16, 32), lambda f: f(n=16, block=32)])
+def test_f4_autotune_call_giving_a_tuned_parameter_is_located(call):
+    """F4: an argument the configurations set, given at the call too, was Python's TypeError
+    "got multiple values for argument 'block'" from inside the sweep (inspect / the factory call)."""
+    tuned = tw.autotune(configs=[tw.Config(block=8), tw.Config(block=16)], key=["n"], executor="inline",
+                        verbose=False)(tw.jit(out_idx=[-1])(_add_one_factory))
+    with pytest.raises(TilewrightError, match="'block' given at the call, but the configurations set it") as e:
+        call(tuned)
+    assert e.value.file == __file__ and e.value.line > 0
+
+
+@pytest.mark.parametrize("returned", [None, 3])
+def test_f5_prune_returning_no_list_is_located(returned):
+    """F5: prune() returning something that is no list of configurations: the error had no location."""
+    tuned = tw.autotune(configs=[tw.Config(block=8)], key=["n"], executor="inline", verbose=False,
+                        prune=lambda configs, **key: returned)(tw.jit(out_idx=[-1])(_add_one_factory))
+    with pytest.raises(TilewrightError, match="prune\\(\\) must return a list of configurations") as e:
+        tuned(16)
+    assert e.value.file == __file__ and e.value.line > 0
