@@ -173,3 +173,26 @@ def test_f7_output_elements_no_block_writes_are_reported():
     k = tw.compile(gap, out_idx=[-1], target="ascend910b")
     with pytest.raises(TilewrightError, match="never written|unwritten"):
         k(np.ones((8, 16), np.float32))
+
+
+def test_f8_tmpdir_naming_no_directory_under_cache_disable_is_named(tmp_path):
+    """F8: with TW_CACHE_DISABLE=1 the private directory is made under TMPDIR; a TMPDIR naming no
+    directory was std::filesystem's "temp_directory_path: No such file or directory"."""
+    import os
+    import subprocess
+    import sys
+    code = ("import numpy as np, tilewright as tw, tilewright.language as T\n"
+            "@T.prim_func\n"
+            "def k(X: T.Tensor((4,), 'float32'), Y: T.Tensor((4,), 'float32')):\n"
+            "    with T.Kernel(1) as b:\n"
+            "        for i in T.Parallel(4):\n"
+            "            Y[i] = X[i]\n"
+            "try:\n"
+            "    tw.compile(k, out_idx=[-1])\n"
+            "except tw.TilewrightError as e:\n"
+            "    print(e.message)\n")
+    (tmp_path / "k.py").write_text(code)  # a kernel's source is read from its file
+    env = {**os.environ, "TW_CACHE_DISABLE": "1", "TMPDIR": str(tmp_path / "missing")}
+    r = subprocess.run([sys.executable, str(tmp_path / "k.py")], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert "TMPDIR names no directory (No such file or directory); set TMPDIR" in r.stdout, (r.stdout, r.stderr)
