@@ -196,3 +196,18 @@ def test_f8_tmpdir_naming_no_directory_under_cache_disable_is_named(tmp_path):
     r = subprocess.run([sys.executable, str(tmp_path / "k.py")], env=env, capture_output=True, text=True,
                        timeout=120)
     assert "TMPDIR names no directory (No such file or directory); set TMPDIR" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_f9_indexing_an_element_again_names_the_buffer_not_an_internal_object():
+    """F9: A[i][0] in a kernel said "Python value <tilewright.frontend.core.Operand object at 0x...>
+    (Operand) cannot be indexed": an internal object's repr, no hint."""
+    import tilewright.language as T
+
+    with pytest.raises(TilewrightError, match="an element of 'A' cannot be indexed again") as e:
+        @T.prim_func  # parsed (and refused) where it is defined
+        def twice(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+            with T.Kernel(1) as b:
+                for i in T.Parallel(4):
+                    B[i] = A[i][0]
+    assert "Operand" not in str(e.value) and e.value.hint == "index every dimension in one subscript: A[i, j]"
+    assert e.value.file == __file__ and e.value.line > 0
