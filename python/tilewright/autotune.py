@@ -490,6 +490,12 @@ class Autotuner:
             raise TilewrightError(f"autotune '{self.__name__}': {e}", *user_location(),
                                   hint=f"the parameters of '{self.__name__}': {', '.join(self._signature.parameters)}"
                                   ) from None
+        tuned = [n for n in bound.arguments if any(n in c for c in self.configs)]
+        if tuned:  # the factory would get it twice: Python's TypeError from inside the sweep (robust38 F4)
+            raise TilewrightError(f"autotune '{self.__name__}': {', '.join(map(repr, tuned))} given at the call, "
+                                  "but the configurations set it", *user_location(),
+                                  hint="leave tuned parameters out of the call (the sweep chooses them), or take "
+                                       "them out of the configurations")
         names = self.key or list(bound.arguments)
         missing = [n for n in names if n not in bound.arguments and
                    self._signature.parameters[n].default is inspect.Parameter.empty]
@@ -569,7 +575,8 @@ class Autotuner:
             pruned = list(pruned) if isinstance(pruned, Iterable) and not isinstance(pruned, (str, bytes, Mapping)) else [pruned]
             if not all(isinstance(c, Mapping) for c in pruned):
                 raise TilewrightError(f"autotune '{self.__name__}': prune() must return a list of configurations, "
-                                      f"got {pruned!r}")
+                                      f"got {pruned!r}", *user_location(),  # robust38 F5: was unlocated
+                                      hint="return some of the configurations it was given (tw.Config or dicts)")
             configs = [c if isinstance(c, Config) else Config(**c) for c in pruned]
             if not configs:
                 raise TilewrightError(f"autotune '{self.__name__}': prune() removed every configuration",

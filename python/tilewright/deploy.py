@@ -103,11 +103,14 @@ def read_manifest(directory) -> dict:
         path = os.fspath(directory)
     except TypeError:
         path = None
-    if not isinstance(path, str):
+    if not isinstance(path, str) or "\0" in path:  # a NUL would cut the path short in C (robust38 F2)
         raise TilewrightError(f"read_manifest() takes a directory path (a str or os.PathLike), got {directory!r}",
                               *user_location(), hint="pass the directory written by kernel.export(dir)")
     _check_utf8(path, "read_manifest()")
-    return _C.read_manifest(path)
+    try:
+        return _C.read_manifest(path)
+    except TilewrightError as e:  # a missing or damaged artifact: the mistake is at the call (robust38 F2)
+        raise TilewrightError(e.message, *user_location(), 0, e.hint) from None
 
 
 def _check_utf8(path: str, who: str) -> None:
@@ -226,28 +229,36 @@ def precompile(specs, *, workers: int = None, progress=True) -> list:
 # Command line
 
 
+def import_file(path: str):
+    """Imports ``path/to/file.py`` (the command line's FILE.py, for export / precompile / tune / check)
+    under its own name with its directory on sys.path (kept), as `import` would: the worker processes
+    of an @tw.autotune factory import it by that name. Only a regular file: a FIFO there would block
+    the import forever (robust38 F3), a directory is no module."""
+    p = pathlib.Path(path)
+    if not p.is_file():
+        what = "no such file" if not p.exists() else "not a regular file"
+        raise TilewrightError(f"{what}: {path}", hint="pass FILE.py[:NAME] or package.module[:NAME]")
+    here = sys.modules.get(p.stem)
+    name = p.stem if here is None or getattr(here, "__file__", None) == str(p.resolve()) else f"_tw_deploy_{p.stem}"
+    module_spec = importlib.util.spec_from_file_location(name, p.resolve())
+    module = importlib.util.module_from_spec(module_spec)
+    if str(p.resolve().parent) not in sys.path:
+        sys.path.insert(0, str(p.resolve().parent))
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
 def _load_attr(ref: str, default_attr: str):
     """``path/to/file.py[:ATTR]`` or ``package.module[:ATTR]`` -> the attribute."""
     path, _, attr = ref.rpartition(":") if ref.count(":") and not ref.endswith(".py") else (ref, "", "")
     attr = attr or default_attr
     if path.endswith(".py"):
-        p = pathlib.Path(path)
-        if not p.is_file():
-            raise TilewrightError(f"no such file: {path}", hint="pass FILE.py[:NAME] or package.module[:NAME]")
-        # Imported under its own name with its directory on sys.path (kept), as `import` would: the
-        # worker processes of an @tw.autotune factory in its SPECS import it by that name.
-        here = sys.modules.get(p.stem)
-        name = p.stem if here is None or getattr(here, "__file__", None) == str(p.resolve()) else f"_tw_deploy_{p.stem}"
-        module_spec = importlib.util.spec_from_file_location(name, p.resolve())
-        module = importlib.util.module_from_spec(module_spec)
-        if str(p.resolve().parent) not in sys.path:
-            sys.path.insert(0, str(p.resolve().parent))
-        sys.modules[name] = module
-        try:
-            module_spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
+        module = import_file(path)
     else:
         try:
             module = importlib.import_module(path)

@@ -52,6 +52,20 @@ class Kernel:
         for text, file, line in executable.notes:  # compile notes: at the kernel line they are about
             warnings.warn_explicit(text, TilewrightWarning, file or "<kernel>", line)
 
+    def __reduce__(self):
+        # pickle, multiprocessing, copy.deepcopy's fallback: the C++ 'Executable' refused by its type name
+        # (robust38 F6); a kernel is code loaded into this process, not data
+        raise TilewrightError(f"kernel '{self.name}' cannot be pickled: it is code loaded into this process",
+                              *user_location(),
+                              hint="send what builds it (a @tw.jit factory and its arguments) and call that in the "
+                                   "other process (a cpu kernel is then loaded from the disk cache, not compiled again)")
+
+    def __copy__(self):
+        return self  # compiled code never changes: a copy (of a model, a config holding it) shares it, as a function
+
+    def __deepcopy__(self, memo):
+        return self
+
     @property
     def notes(self) -> list:
         """The compile notes (``file:line:col: note: ...``): what the compiler chose in place of

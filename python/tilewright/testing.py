@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib
-import importlib.util
 import json
+import math
 import os
 import pathlib
 import platform
@@ -283,6 +283,17 @@ def _storable_dtype(name) -> bool:
         return False
 
 
+def _npz_member(z, name):
+    """(dtype, shape, bytes of data) of array ``name`` of the open .npz ``z``, read from its .npy header
+    and the archive's directory without reading (or allocating) the data."""
+    member = name + ".npy"
+    with z.zip.open(member) as f:
+        version = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read_header(f)
+        return dtype, shape, z.zip.getinfo(member).file_size - f.tell()
+
+
 def _load_array(a, name):
     return a.view(np_dtype("bfloat16")) if name == "bfloat16" else a.astype(np_dtype(name), copy=False)
 
@@ -330,12 +341,8 @@ def load_fn(spec: str):
         raise TilewrightError(f"'{spec}' does not name a function", hint="write module:function or file.py:function")
     try:
         if mod_name.endswith(".py"):
-            path = pathlib.Path(mod_name).resolve()
-            sys.path.insert(0, str(path.parent))  # its sibling imports; worker processes import it by name
-            spec_ = importlib.util.spec_from_file_location(path.stem, path)
-            module = importlib.util.module_from_spec(spec_)
-            sys.modules[path.stem] = module
-            spec_.loader.exec_module(module)
+            from .deploy import import_file  # the command line's one loader of FILE.py (robust38 F3)
+            module = import_file(mod_name)
         else:
             module = importlib.import_module(mod_name)
     except (ImportError, OSError) as e:
@@ -454,11 +461,16 @@ class Reference:
                 if extra:
                     raise self._damaged(f"{self.npz} holds arrays its manifest does not list: {', '.join(extra)}")
                 for n, d in specs:
-                    a = z[n]
-                    if a.dtype.name != _stored_dtype(d["dtype"]) or list(a.shape) != d["shape"]:
-                        raise self._damaged(f"{self.npz}: {n} is {a.dtype.name} {list(a.shape)}, its manifest says "
+                    # The member's header first: numpy allocates the array its header describes before
+                    # reading a byte of data, so a damaged header (a huge shape) was a MemoryError (robust38 F1)
+                    dtype, shape, size = _npz_member(z, n)
+                    if dtype.name != _stored_dtype(d["dtype"]) or list(shape) != d["shape"]:
+                        raise self._damaged(f"{self.npz}: {n} is {dtype.name} {list(shape)}, its manifest says "
                                             f"{d['dtype']} {d['shape']}")
-                    a = _load_array(a, d["dtype"])
+                    if size < dtype.itemsize * math.prod(shape):
+                        raise self._damaged(f"{self.npz}: {n} holds {size} bytes of data, too few for its "
+                                            f"{dtype.name} {list(shape)} (the archive is truncated or damaged)")
+                    a = _load_array(z[n], d["dtype"])
                     arrays[n] = _as_torch(a, d["dtype"]) if d.get("torch") is True else a
         except AttributeError:  # np.load read a lone .npy (an ndarray, no context manager)
             raise self._damaged(f"{self.npz} is not an .npz archive") from None

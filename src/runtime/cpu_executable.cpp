@@ -113,7 +113,12 @@ const fs::path& work_root() {
                             "(e.g. ~/.cache/tilewright)");
       return fs::path(e.cache_dir);
     }
-    const fs::path parent = fs::temp_directory_path();
+    std::error_code tmp_error;  // TMPDIR naming no directory: std::filesystem's own message (robust38 F8)
+    const fs::path parent = fs::temp_directory_path(tmp_error);
+    if (tmp_error)
+      throw std::runtime_error("TW_CACHE_DISABLE=1 compiles in a private directory under TMPDIR (else /tmp), and "
+                               "TMPDIR names no directory (" + tmp_error.message() +
+                               "); set TMPDIR to a writable directory, or unset it");
     static std::string tmp = (parent / (std::string(kPrivatePrefix) + "XXXXXX")).string();
     ensure_safe_ancestors(tmp, "private temporary directory (TW_CACHE_DISABLE=1)",
                           "set TMPDIR to a directory only you can write, or one with the sticky bit such as /tmp");

@@ -367,7 +367,13 @@ class Parser:
                 return base[idx]
             except (IndexError, KeyError, TypeError) as e:
                 self.error(node, f"cannot index {base!r} with {idx!r}: {e}")
-        self.error(node, f"{self.describe(base) if not isinstance(base, Expr) else 'a scalar value'} cannot be indexed")
+        if isinstance(base, Operand):  # A[i][0]: its repr was '<...core.Operand object at 0x...>' (robust38)
+            self.error(node, f"an element of '{base.buffer.name}' cannot be indexed again",
+                       f"index every dimension in one subscript: {base.buffer.name}[i, j]")
+        if isinstance(base, Expr):
+            self.error(node, "a scalar value cannot be indexed")
+        self.error(node, f"{self.describe(base)} cannot be indexed",
+                   "a Python value is read at compile time; pass an array the kernel reads as a tensor parameter")
 
     def expr_Slice(self, node):
         self.error(node, "a slice is only allowed in a buffer subscript")
