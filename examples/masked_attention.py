@@ -177,9 +177,16 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                     for i, j in T.Parallel(block_M, block_N):
                         qi = bx * block_M + i
                         kj = kb * block_N + j
-                        # rows past seq_q hidden too: the mask tile's rows there are stale, and
-                        # the bands (Bands, from the mask tensor) promise P = 0 outside them
-                        visible = kj < n_kv and qi < seq_q
+                        # keys past n_kv and rows past seq_q hidden too: the tile's elements past
+                        # the mask's edge read as 0 (visible for an additive mask), and the bands
+                        # (Bands, from the mask tensor) promise P = 0 outside them. Compared only
+                        # where a block can hold such elements (decided when the kernel is built,
+                        # as below: without padding or tails every listed element is inside)
+                        visible = True
+                        if padded or seq_kv % block_N:
+                            visible = kj < n_kv
+                        if seq_q % block_M:
+                            visible = visible and qi < seq_q
                         if causal:
                             visible = visible and kj <= qi
                         if window is not None:
