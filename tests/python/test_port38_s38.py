@@ -15,6 +15,7 @@ import tilewright.language as T
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from ascend_util import TARGET  # noqa: E402
 import port38_kernels as P  # noqa: E402
+from port33_kernels import _erf  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------- findings
@@ -29,6 +30,88 @@ def test_f1_int32_compare_of_a_column():
         P.check("aux_free_bias", "float32", (37, 2, 8), TARGET)
     assert "port38_kernels.py:" in str(e.value) and "v[i] = ids[i, k]" in str(e.value) and ">>" not in str(e.value)
     P.check("aux_free_bias_col", "float32", (37, 2, 8), TARGET)
+
+
+# F2 (fixed as hints): T.sin / T.cos (a snake activation, the diffusion timestep embedding) were "unknown function
+# T.sin" with the hint "see the tilewright.language module". Functions people reach for that the language lacks
+# now name what to write (frontend/core.py _MISSING_MATH); the formulas, checked here on both targets in one
+# kernel (float32, edge values, infinities and NaN where the formula is meant for them).
+MISSING = [  # (name, reference of the hinted formula, its inputs: "d" the data, "nz" |data| + 0.5, "all" data + inf / NaN)
+    ("sinh", np.sinh, "d"), ("cosh", np.cosh, "d"), ("log1p", np.log1p, "nz"), ("expm1", np.expm1, "d"),
+    ("log10", np.log10, "nz"), ("erfc", lambda X: 1 - _erf(X), "d"), ("softplus", lambda X: np.logaddexp(0, X), "d"),
+    ("clamp", lambda X: np.clip(X, -1.0, 2.0), "all"), ("sign", np.sign, "inf"), ("trunc", np.trunc, "all"),
+    ("round", lambda X: np.floor(X + 0.5), "d"), ("round_even", np.round, "d"),
+    ("isnan", lambda X: np.isnan(X).astype(float), "all"), ("isinf", lambda X: np.isinf(X).astype(float), "all"),
+]
+
+
+def _missing(n):
+    @T.prim_func
+    def main(X: T.Tensor((3, n), "float32"), Y: T.Tensor((len(MISSING), n), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((3, n), "float32")
+            y = T.alloc_fragment((len(MISSING), n), "float32")
+            T.copy(X, x)
+            for i in T.Parallel(n):
+                y[0, i] = (T.exp(x[0, i]) - T.exp(-x[0, i])) * 0.5
+                y[1, i] = (T.exp(x[0, i]) + T.exp(-x[0, i])) * 0.5
+                y[2, i] = T.log(1.0 + x[1, i])
+                y[3, i] = T.exp(x[0, i]) - 1.0
+                y[4, i] = T.log2(x[1, i]) * 0.3010299956639812
+                y[5, i] = 1.0 - T.erf(x[0, i])
+                y[6, i] = T.max(x[0, i], 0.0) + T.log(1.0 + T.exp(-T.abs(x[0, i])))
+                y[7, i] = T.min(T.max(x[2, i], -1.0), 2.0)
+                y[8, i] = T.where(x[2, i] > 0, 1.0, T.where(x[2, i] < 0, -1.0, 0.0))
+                y[9, i] = T.where(x[2, i] >= 0, T.floor(x[2, i]), T.ceil(x[2, i]))
+                y[10, i] = T.floor(x[0, i] + 0.5)
+                y[11, i] = (x[0, i] + 12582912.0) - 12582912.0
+                y[12, i] = T.where(x[2, i] != x[2, i], 1.0, 0.0)
+                y[13, i] = T.where(T.abs(x[2, i]) == T.infinity("float32"), 1.0, 0.0)
+            T.copy(y, Y)
+    return main
+
+
+def test_f2_missing_functions_name_what_to_write():
+    for name, hint in (("sin", r"no trigonometric functions .* cos / sin cache"), ("atan2", "no trigonometric"),
+                       ("log1p", r"write T\.log1p\(x\) as T\.log\(1\.0 \+ x\)"),
+                       ("clamp", r"T\.min\(T\.max\(x, lo\), hi\)"), ("fmod", r"r = x % y"),
+                       ("cbrt", r"see the tilewright\.language module")):
+        with pytest.raises(tw.TilewrightError, match=rf"unknown function T\.{name}(?s:.*)hint: .*{hint}"):
+            @T.prim_func
+            def k(X: T.Tensor((4,), "float32"), Y: T.Tensor((4,), "float32")):
+                with T.Kernel(1) as bx:
+                    for i in T.Parallel(4):
+                        if name == "sin":
+                            Y[i] = T.sin(X[i])
+                        elif name == "atan2":
+                            Y[i] = T.atan2(X[i], X[i])
+                        elif name == "log1p":
+                            Y[i] = T.log1p(X[i])
+                        elif name == "clamp":
+                            Y[i] = T.clamp(X[i], 0.0, 1.0)
+                        elif name == "fmod":
+                            Y[i] = T.fmod(X[i], 2.0)
+                        else:
+                            Y[i] = T.cbrt(X[i])
+    with pytest.raises(tw.TilewrightError, match=r"unknown function T\.sin(?s:.*)cos / sin cache"):
+        P.check("snake", "float32", (3, 5), TARGET)
+
+
+def test_f2_the_hinted_formulas_run():
+    rng = np.random.default_rng(38)
+    d = np.concatenate([rng.standard_normal(13) * 3, [0.0, -0.0, 2.5, -2.5, 0.5, -1.5, 1e-8, 30.0, -30.0]])
+    n = d.size + 3
+    x = np.stack([np.append(d, [1.0, -1.0, 0.25]), np.append(np.abs(d) + 0.5, [1.0, 2.0, 3.0]),
+                  np.append(d, [np.inf, -np.inf, np.nan])]).astype(np.float32)
+    X = x.astype(np.float64)
+    rows = {"d": X[0], "nz": X[1], "all": X[2], "inf": np.append(X[2][:-1], 0.0)}
+    for t in ("cpu", TARGET):
+        k = tw.compile(_missing(n), target=t, out_idx=[-1])
+        got = k(x) if t == "cpu" else k.profile(x).outputs
+        for r, (name, f, inp) in enumerate(MISSING):
+            ref = f(rows[inp])
+            g = got[r] if inp != "inf" else np.append(got[r][:-1], 0.0)  # sign's formula gives 0 at NaN
+            np.testing.assert_allclose(g, ref, rtol=2e-6, atol=2e-6, equal_nan=True, err_msg=f"{t} {name}")
 
 
 # --------------------------------------------------------------------------------------------- the kernels
