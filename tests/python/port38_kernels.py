@@ -1143,6 +1143,316 @@ CASES = {
     "timestep_emb": (_idx("timestep_emb"), ("float32",), [(13, 32, 1), (1, 2, 1)]),
 }
 
+
+# ----------------------------------------------------------------------------------------------- batch 2: gemms, decode masks, scans
+@tw.jit(out_idx=[-1])
+def blockscaled_gemm(M, N, K, dt, form, bm=16, bn=32, bk=32):
+    """DeepSeek-V3's block-scaled gemm (fp8 in the original; dt here): A (M, K) with a scale per token and K block
+    Sa (M, K / bk), B (N, K) with a scale per (N, K) block Sb (N / bn, K / bk); each K block's product scaled
+    and added: acc += (a b^T) * Sa[i, kb] * Sb[nb, kb]. `map` reads sa[i, kb] of the (bm, K / bk) tile in the map;
+    `col` copies the column into a 1-D tile first."""
+    KB = K // bk
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dt), B: T.Tensor((N, K), dt), Sa: T.Tensor((M, KB), "float32"),
+             Sb: T.Tensor((N // bn, KB), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            a = T.alloc_shared((bm, bk), dt)
+            b = T.alloc_shared((bn, bk), dt)
+            c = T.alloc_fragment((bm, bn), "float32")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            sa = T.alloc_fragment((bm, KB), "float32")
+            sc = T.alloc_fragment((bm,), "float32")
+            T.copy(Sa[by * bm, 0], sa)
+            T.clear(acc)
+            for kb in T.serial(KB):
+                T.copy(A[by * bm, kb * bk], a)
+                T.copy(B[bx * bn, kb * bk], b)
+                T.clear(c)
+                T.gemm(a, b, c, transpose_B=True)
+                sb = Sb[bx, kb]
+                if form == "col":
+                    for i in T.Parallel(bm):
+                        sc[i] = sa[i, kb]
+                    for i, j in T.Parallel(bm, bn):
+                        acc[i, j] = acc[i, j] + c[i, j] * sc[i] * sb
+                else:
+                    for i, j in T.Parallel(bm, bn):
+                        acc[i, j] = acc[i, j] + c[i, j] * sa[i, kb] * sb
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+def _bsgemm(form):
+    def make(dt, shape, rng):
+        M, N, K = shape
+        a, b = randn(rng, (M, K), dt), randn(rng, (N, K), dt)
+        sa = (0.5 + rng.random((M, K // 32))).astype(np.float32)
+        sb = (0.5 + rng.random((N // 32, K // 32))).astype(np.float32)
+        A, Bm = f64(a).reshape(M, K // 32, 32), f64(b).reshape(N, K // 32, 32)
+        part = np.einsum("mkd,nkd->mnk", A, Bm)
+        ref = (part * f64(sa)[:, None, :] * np.repeat(f64(sb), 32, 0)[None]).sum(-1)
+        return blockscaled_gemm, (M, N, K, dt, form), [a, b, sa, sb], [ref], {"tol": (1e-3, 1e-3)}
+    return make
+
+
+@tw.jit(out_idx=[-1])
+def lora_clip(M, N, K, r, dt, form, bm=16, bn=32):
+    """Two-gemm forms: `lora` y = x W^T + s (x A^T) B^T (the low-rank product rounded to dt between the gemms, s =
+    2); `clip` CLIP's logits exp(t) * normalize(x) normalize(w)^T (rows of X and W normalised in float32, rounded to
+    dt before the gemm), t a learned log-scale read from a tensor, exp(t) a let (`clip`) or in the map (`clip_map`,
+    the hint of ascend910b's error)."""
+    @T.prim_func
+    def main(X: T.Tensor((M, K), dt), W: T.Tensor((N, K), dt), A: T.Tensor((r, K), dt), Bt: T.Tensor((N, r), dt),
+             Ls: T.Tensor((1,), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            x = T.alloc_shared((bm, K), dt)
+            w = T.alloc_shared((bn, K), dt)
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.copy(X[by * bm, 0], x)
+            T.copy(W[bx * bn, 0], w)
+            T.clear(acc)
+            if form == "lora":
+                a = T.alloc_shared((r, K), dt)
+                bt = T.alloc_shared((bn, r), dt)
+                xa = T.alloc_fragment((bm, r), "float32")
+                xah = T.alloc_shared((bm, r), dt)
+                T.copy(A, a)
+                T.copy(Bt[bx * bn, 0], bt)
+                T.gemm(x, w, acc, transpose_B=True)
+                T.clear(xa)
+                T.gemm(x, a, xa, transpose_B=True)
+                for i, j in T.Parallel(bm, r):
+                    xah[i, j] = T.cast(xa[i, j] * 2.0, dt)
+                T.gemm(xah, bt, acc, transpose_B=True)
+            else:
+                xf = T.alloc_fragment((bm, K), "float32")
+                wf = T.alloc_fragment((bn, K), "float32")
+                sq = T.alloc_fragment((bm, K), "float32")
+                sw = T.alloc_fragment((bn, K), "float32")
+                nx = T.alloc_fragment((bm,), "float32")
+                nw = T.alloc_fragment((bn,), "float32")
+                xn = T.alloc_shared((bm, K), dt)
+                wn = T.alloc_shared((bn, K), dt)
+                T.copy(x, xf)
+                T.copy(w, wf)
+                for i, k in T.Parallel(bm, K):
+                    sq[i, k] = xf[i, k] * xf[i, k]
+                for i, k in T.Parallel(bn, K):
+                    sw[i, k] = wf[i, k] * wf[i, k]
+                T.reduce_sum(sq, nx, dim=1)
+                T.reduce_sum(sw, nw, dim=1)
+                for i in T.Parallel(bm):
+                    nx[i] = T.rsqrt(T.max(nx[i], 1e-12))
+                for i in T.Parallel(bn):
+                    nw[i] = T.rsqrt(T.max(nw[i], 1e-12))
+                for i, k in T.Parallel(bm, K):
+                    xn[i, k] = T.cast(xf[i, k] * nx[i], dt)
+                for i, k in T.Parallel(bn, K):
+                    wn[i, k] = T.cast(wf[i, k] * nw[i], dt)
+                T.gemm(xn, wn, acc, transpose_B=True)
+                if form == "clip_map":
+                    for i, j in T.Parallel(bm, bn):
+                        acc[i, j] = acc[i, j] * T.exp(Ls[0])
+                else:
+                    sc = T.exp(Ls[0])
+                    for i, j in T.Parallel(bm, bn):
+                        acc[i, j] = acc[i, j] * sc
+            T.copy(acc, Y[by * bm, bx * bn])
+
+    return main
+
+
+def _lora_clip(form):
+    def make(dt, shape, rng):
+        M, N, K, r = shape
+        x, w = randn(rng, (M, K), dt), randn(rng, (N, K), dt, 0.3)
+        a, bt = randn(rng, (r, K), dt, 0.3), randn(rng, (N, r), dt, 0.3)
+        ls = np.array([math.log(10.0)], np.float32)
+        X, Wm = f64(x), f64(w)
+        if form == "lora":
+            ref = X @ Wm.T + 2.0 * (X @ f64(a).T) @ f64(bt).T
+        else:
+            xn = X / np.sqrt(np.maximum((X * X).sum(1, keepdims=True), 1e-12))
+            wn = Wm / np.sqrt(np.maximum((Wm * Wm).sum(1, keepdims=True), 1e-12))
+            ref = 10.0 * xn @ wn.T
+        tol = (3e-2, 2e-2) if dt == "bfloat16" else (4e-3, 3e-3)
+        return lora_clip, (M, N, K, r, dt, form), [x, w, a, bt, ls], [ref], {"tol": tol}
+    return make
+
+
+@tw.jit(out_idx=[-1])
+def no_repeat_bigram(Bn, L, V, form, bm=BM):
+    """HF's no_repeat_ngram_size=2 on a decode step: ban token v where some t has h[t] == h[L-1] and h[t+1] == v
+    (H (Bn, L) the history, int32); `map` reads h[i, t], h[i, t + 1] of the (bm, L) tile in the (bm, V) map; `col`
+    copies the two columns into 1-D tiles first (F1's hint)."""
+    @T.prim_func
+    def main(X: T.Tensor((Bn, V), "float32"), H: T.Tensor((Bn, L), "int32"), Y: T.Tensor((Bn, V), "float32")):
+        with T.Kernel(T.ceildiv(Bn, bm)) as bx:
+            x = T.alloc_fragment((bm, V), "float32")
+            h = T.alloc_fragment((bm, L), "int32")
+            last = T.alloc_fragment((bm,), "int32")
+            c0 = T.alloc_fragment((bm,), "int32")
+            c1 = T.alloc_fragment((bm,), "int32")
+            T.copy(X[bx * bm, 0], x)
+            T.copy(H[bx * bm, 0], h)
+            for i in T.Parallel(bm):
+                last[i] = h[i, L - 1]
+            for t in T.serial(L - 1):
+                if form == "col":
+                    for i in T.Parallel(bm):
+                        c0[i] = h[i, t]
+                        c1[i] = h[i, t + 1]
+                    for i, v in T.Parallel(bm, V):
+                        x[i, v] = T.where(c0[i] == last[i] and c1[i] == v, NEG, x[i, v])
+                else:
+                    for i, v in T.Parallel(bm, V):
+                        x[i, v] = T.where(h[i, t] == last[i] and h[i, t + 1] == v, NEG, x[i, v])
+            T.copy(x, Y[bx * bm, 0])
+
+    return main
+
+
+def _no_repeat(form):
+    def make(dt, shape, rng):
+        Bn, L, V = shape
+        x = rng.standard_normal((Bn, V)).astype(np.float32)
+        h = rng.integers(0, min(V, 5), (Bn, L)).astype(np.int32)
+        ref = f64(x).copy()
+        for b in range(Bn):
+            for t in range(L - 1):
+                if h[b, t] == h[b, L - 1]:
+                    ref[b, h[b, t + 1]] = NEG
+        return no_repeat_bigram, (Bn, L, V, form), [x, h], [ref]
+    return make
+
+
+@tw.jit(out_idx=[-1])
+def scan38(M, L, dt, form, bm=BM):
+    """`segsum` Mamba-2's exp(segsum): Y[i, a, b] = exp(cs[a] - cs[b]) for a >= b else 0, cs the row's cumsum of
+    X (the log decays), (M, L, L); `welford_stream` a streaming mean / variance over the row's L values, one step
+    per column (Welford's update), Y[i, 0, :] = the running means, Y[i, 1, :] the running population variances."""
+    @T.prim_func
+    def main(X: T.Tensor((M, L), dt), Y: T.Tensor((M, L, L), "float32")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, L), "float32")
+            y = T.alloc_fragment((bm, L, L), "float32")
+            T.copy(X[bx * bm, 0], x)
+            if form == "segsum":
+                for t in T.serial(1, L):
+                    for i in T.Parallel(bm):
+                        x[i, t] = x[i, t] + x[i, t - 1]
+                for i, a, b in T.Parallel(bm, L, L):
+                    y[i, a, b] = T.where(a >= b, T.exp(x[i, a] - x[i, b]), 0.0)
+            else:
+                mean = T.alloc_fragment((bm,), "float32")
+                m2 = T.alloc_fragment((bm,), "float32")
+                T.clear(mean)
+                T.clear(m2)
+                T.clear(y)
+                for t in T.serial(L):
+                    for i in T.Parallel(bm):
+                        d = x[i, t] - mean[i]
+                        mean[i] = mean[i] + d / (t + 1)
+                        m2[i] = m2[i] + d * (x[i, t] - mean[i])
+                        y[i, 0, t] = mean[i]
+                        y[i, 1, t] = m2[i] / (t + 1)
+            T.copy(y, Y[bx * bm, 0, 0])
+
+    return main
+
+
+def _scan(form):
+    def make(dt, shape, rng):
+        M, L = shape
+        x = randn(rng, (M, L), dt, 0.5)
+        if form == "segsum":
+            x = (-np.abs(f64(x))).astype(npdt(dt))
+        X = f64(x)
+        ref = np.zeros((M, L, L))
+        if form == "segsum":
+            cs = np.cumsum(X, 1)
+            ref = np.where(np.tril(np.ones((L, L), bool))[None], np.exp(cs[:, :, None] - cs[:, None, :]), 0.0)
+        else:
+            n = np.arange(1, L + 1)
+            mean = np.cumsum(X, 1) / n
+            ref[:, 0] = mean
+            ref[:, 1] = np.cumsum(X * X, 1) / n - mean ** 2
+        return scan38, (M, L, dt, form), [x], [ref], {"tol": (2e-5, 1e-4)}
+    return make
+
+
+@tw.jit(out_idx=[-1])
+def gather_i64(M, N, K, dt, bm=BM):
+    """gather along the last axis with torch.long (int64) indices, negative ones wrapped (Python's rule)."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dt), Ix: T.Tensor((M, K), "int64"), Y: T.Tensor((M, K), dt)):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, N), dt)
+            ix = T.alloc_fragment((bm, K), "int64")
+            y = T.alloc_fragment((bm, K), dt)
+            T.copy(X[bx * bm, 0], x)
+            T.copy(Ix[bx * bm, 0], ix)
+            for i, k in T.Parallel(bm, K):
+                y[i, k] = x[i, T.where(ix[i, k] < 0, ix[i, k] + N, ix[i, k])]
+            T.copy(y, Y[bx * bm, 0])
+
+    return main
+
+
+def _gather_i64(dt, shape, rng):
+    M, N, K = shape
+    x = randn(rng, (M, N), dt)
+    ix = rng.integers(-N, N, (M, K)).astype(np.int64)
+    return gather_i64, (M, N, K, dt), [x, ix], [np.take_along_axis(f64(x), np.where(ix < 0, ix + N, ix), 1)]
+
+
+@tw.jit(out_idx=[-1])
+def int4_pack_u8(M, N, dt, bm=BM):
+    """int4_pack's bytes stored as uint8 (torch.uint8's packed weight): the byte computed in int32, cast."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dt), P: T.Tensor((M, N // 2), "uint8")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, N), "float32")
+            ax = T.alloc_fragment((bm, N), "float32")
+            q = T.alloc_fragment((bm, N), "int32")
+            p = T.alloc_fragment((bm, N // 2), "uint8")
+            am = T.alloc_fragment((bm,), "float32")
+            T.copy(X[bx * bm, 0], x)
+            for i, j in T.Parallel(bm, N):
+                ax[i, j] = T.abs(x[i, j])
+            T.reduce_max(ax, am, dim=1)
+            for i in T.Parallel(bm):
+                am[i] = T.max(am[i], 1e-8) / 7.0
+            for i, j in T.Parallel(bm, N):
+                q[i, j] = T.cast(T.min(T.max(T.floor(x[i, j] / am[i] + 0.5), -8.0), 7.0), "int32")
+            for i, j in T.Parallel(bm, N // 2):
+                p[i, j] = T.cast((q[i, 2 * j] & 15) | ((q[i, 2 * j + 1] & 15) << 4), "uint8")
+            T.copy(p, P[bx * bm, 0])
+
+    return main
+
+
+def _int4_u8(dt, shape, rng):
+    fac, args, inputs, refs = _int4_pack(dt, shape, rng)
+    return int4_pack_u8, args, inputs, refs[:1]
+
+
+CASES.update({
+    "blockscaled_gemm": (_bsgemm("map"), H16, [(37, 64, 96), (1, 32, 32)]),
+    "blockscaled_gemm_col": (_bsgemm("col"), H16, [(37, 64, 96), (1, 32, 32)]),
+    "lora_linear": (_lora_clip("lora"), H16, [(37, 40, 32, 16), (1, 1, 16, 16)]),
+    "clip_logits": (_lora_clip("clip"), H16, [(37, 40, 32, 16), (1, 1, 16, 16)]),
+    "clip_logits_map": (_lora_clip("clip_map"), H16, [(37, 40, 32, 16), (1, 1, 16, 16)]),
+    "no_repeat_bigram": (_no_repeat("map"), ("float32",), [(13, 9, 37), (1, 2, 1)]),
+    "no_repeat_bigram_col": (_no_repeat("col"), ("float32",), [(13, 9, 37), (1, 2, 1)]),
+    "mamba2_segsum": (_scan("segsum"), F3, [(13, 9), (1, 2)]),
+    "welford_stream": (_scan("welford_stream"), F3, [(13, 9), (1, 2)]),
+    "gather_neg_i64": (_gather_i64, F3, [(13, 37, 5), (1, 1, 1)]),
+    "int4_sym_pack_u8": (_int4_u8, F3, [(13, 38), (1, 2)]),
+})
+
 check = functools.partial(P35.check, cases=CASES)
 run = functools.partial(P35.run, cases=CASES)
 

@@ -114,13 +114,56 @@ def test_f2_the_hinted_formulas_run():
             np.testing.assert_allclose(g, ref, rtol=2e-6, atol=2e-6, equal_nan=True, err_msg=f"{t} {name}")
 
 
+# F3 (fixed): torch.gather's index is int64 (torch.long): a (bm, K) int64 index tile in a 2-D map,
+# x[i, T.where(ix[i, k] < 0, ix[i, k] + N, ix[i, k])], was "T.where selecting int64 values ...: Select takes float16
+# or float32" on ascend910b, hint "select float32 values (T.cast the result to the integer type afterwards)", whose
+# form is "conversion from int64 to float32: no Cast"; T.copy(ix, ix32) was "conversion from int64 to int32", its
+# hint naming T.copy(lab, lab32) (1-D labels only). legalize_vector's narrow_int64_bounds now converts an int64
+# value that reads two map indices too (the scalar unit, into a (rows, cols) int32 tile before the map).
+def _gather64(M, N, K, form, bm=4):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Ix: T.Tensor((M, K), "int64"), Y: T.Tensor((M, K), "float32")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, N), "float32")
+            ix = T.alloc_fragment((bm, K), "int64")
+            i32 = T.alloc_fragment((bm, K), "int32")
+            y = T.alloc_fragment((bm, K), "float32")
+            T.copy(X[bx * bm, 0], x)
+            T.copy(Ix[bx * bm, 0], ix)
+            if form == "mod":
+                for i, k in T.Parallel(bm, K):
+                    y[i, k] = x[i, ix[i, k] % N]
+            elif form == "copy":
+                T.copy(ix, i32)
+                for i, k in T.Parallel(bm, K):
+                    y[i, k] = x[i, T.where(i32[i, k] < 0, i32[i, k] + N, i32[i, k])]
+            else:
+                for i, k in T.Parallel(bm, K):
+                    y[i, k] = x[i, T.where(ix[i, k] < 0, ix[i, k] + N, ix[i, k])]
+            T.copy(y, Y[bx * bm, 0])
+    return main
+
+
+@pytest.mark.parametrize("form", ["where", "mod", "copy"])
+def test_f3_int64_index_tile_in_a_2d_map(form):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((13, 37)).astype(np.float32)
+    ix = rng.integers(-37, 37, (13, 5)).astype(np.int64)
+    ix[0, :2] = (-37, 36)
+    p = tw.compile(_gather64(13, 37, 5, form), target=TARGET, out_idx=[-1]).profile(x, ix)
+    assert p["reports"] == [], p["reports"]
+    np.testing.assert_array_equal(p.outputs, np.take_along_axis(x, ix % 37, 1))
+    if form == "where":
+        P.check("gather_neg_i64", "bfloat16", (1, 1, 1), TARGET)
+
+
 # --------------------------------------------------------------------------------------------- the kernels
 # (a) a selection, one per construct, on ascend910b at its first dtype and its first shape (the probe,
 # `python tests/python/port38_kernels.py`, runs every kernel, dtype and shape on both targets)
 AGREE = ["band_part", "stochastic_round", "margin_ranking", "welford", "safe_softmax", "eta_sampling", "inverse_cdf",
          "merge_states", "varlen_cu_seqlens", "chunked_local", "gqa_6_2", "group_limited_topk", "mx_shared_exp",
          "int4_sym_pack", "delta_rule_step", "rwkv4_wkv", "gather_neg", "channel_shuffle", "kth_value",
-         "argsort_onehot", "seg_cumsum"]
+         "argsort_onehot", "seg_cumsum", "lora_linear", "mamba2_segsum", "welford_stream", "int4_sym_pack_u8"]
 
 
 @pytest.mark.parametrize("name", AGREE)
@@ -135,6 +178,10 @@ LOCATED = [
      r"store into a tile .* and T\.copy the tile", "block_scale_2d_tile"),
     ("argsort_scatter", "float32", (13, 11, 1), r"stores into 'y' at the data-dependent index rk\[i_1, j_1\] \(a scatter\)",
      r"gather instead", "argsort_onehot"),
+    ("blockscaled_gemm", "bfloat16", (37, 64, 96), r"the per-row factor 'sa' is read down a column",
+     r"v\[i\] = sa\[i, k\]", "blockscaled_gemm_col"),
+    ("no_repeat_bigram", "float32", (13, 9, 37), r"the per-row factor 'h' is read down a column",
+     r"v\[i\] = h\[i, k\]", "no_repeat_bigram_col"),
 ]
 
 

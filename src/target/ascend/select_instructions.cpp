@@ -1804,7 +1804,8 @@ class Lowerer {
       "index itself (j == lab[i], "
       "j < lab[i], j + c >= lab[i]: the scalar unit clamps it), gather with it (x[i, T.min(T.max(lab[i], 0), N - 1)]), "
       "or first convert the labels into an int32 tile (T.copy(lab, lab32), or lab32[i] = T.cast(lab[i], \"int32\") "
-      "in a one-dimensional map: the scalar unit converts them one by one, wrapping as T.cast does) and use that; "
+      "in a map, also of a 2-D index tile: the scalar unit converts them one by one, wrapping as T.cast does) and use "
+      "that; "
       "for an int64 scalar (a T.int64 parameter c) with int32 tiles: one operation of a tile and c stored into an "
       "int32 tile runs (y[j] = x[j] + c, c - x[j], x[j] // c, x[j] % c, T.max(x[j], c): the int64 value wrapped at "
       "the store, as on cpu); or run the kernel on the cpu target";
