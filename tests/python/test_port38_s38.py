@@ -157,6 +157,44 @@ def test_f3_int64_index_tile_in_a_2d_map(form):
         P.check("gather_neg_i64", "bfloat16", (1, 1, 1), TARGET)
 
 
+# F4 (fixed): a gemm both of whose operands the vector code writes, the accumulator read by vector code too (CLIP's
+# logits: rows of X and W normalised in float32, rounded into the operands), was "gemm xn x wn -> acc: operands in
+# shared / shared / fragment, expected L1 / L1 / L0C", hint "internal: infer_scope and split_cube_vector place gemm
+# operands": with no Cube-only tile split_cube_vector took the kernel for a vector-only one. (One such operand ran.)
+def _both_vector_operands(M, N, K):
+    @T.prim_func
+    def main(X: T.Tensor((M, K), "float16"), W: T.Tensor((N, K), "float16"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            xf = T.alloc_fragment((M, K), "float32")
+            wf = T.alloc_fragment((N, K), "float32")
+            xn = T.alloc_shared((M, K), "float16")
+            wn = T.alloc_shared((N, K), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.copy(X, xf)
+            T.copy(W, wf)
+            for i, k in T.Parallel(M, K):
+                xn[i, k] = T.cast(xf[i, k] * 0.5, "float16")
+            for i, k in T.Parallel(N, K):
+                wn[i, k] = T.cast(wf[i, k] + 1.0, "float16")
+            T.clear(acc)
+            T.gemm(xn, wn, acc, transpose_B=True)
+            for i, j in T.Parallel(M, N):
+                acc[i, j] = T.max(acc[i, j], 0.0)
+            T.copy(acc, Y)
+    return main
+
+
+def test_f4_gemm_of_two_vector_written_operands():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((16, 32)).astype(np.float16)
+    w = rng.standard_normal((32, 32)).astype(np.float16)
+    ref = np.maximum((x.astype(np.float64) * 0.5) @ (w.astype(np.float64) + 1.0).T, 0)
+    p = tw.compile(_both_vector_operands(16, 32, 32), target=TARGET, out_idx=[-1]).profile(x, w)
+    assert p["reports"] == [], p["reports"]
+    np.testing.assert_allclose(p.outputs, ref, rtol=2e-3, atol=2e-2)
+    P.check("clip_logits_map", "bfloat16", (1, 1, 16, 16), TARGET)
+
+
 # --------------------------------------------------------------------------------------------- the kernels
 # (a) a selection, one per construct, on ascend910b at its first dtype and its first shape (the probe,
 # `python tests/python/port38_kernels.py`, runs every kernel, dtype and shape on both targets)
@@ -182,6 +220,8 @@ LOCATED = [
      r"v\[i\] = sa\[i, k\]", "blockscaled_gemm_col"),
     ("no_repeat_bigram", "float32", (13, 9, 37), r"the per-row factor 'h' is read down a column",
      r"v\[i\] = h\[i, k\]", "no_repeat_bigram_col"),
+    ("clip_logits", "float16", (37, 40, 32, 16), r"T\.exp\(Ls\[0\]\) in let 'sc' of a kernel with Cube code",
+     r"write the call inside the T\.Parallel map that uses 'sc'", "clip_logits_map"),
 ]
 
 
