@@ -786,16 +786,17 @@ def _mx(dt, shape, rng):
 
 
 @tw.jit(out_idx=[-2, -1])
-def int4_pack(M, N, dt, bm=BM):
+def int4_pack(M, N, dt, odt, bm=BM):
     """Symmetric int4 quantisation per row (s = amax / 7, q = clamp(floor(x / s + 0.5), -8, 7)) packed two per
-    byte, P[i, j] = (q[i, 2j] & 15) | (q[i, 2j + 1] & 15) << 4 (a byte value in int32), S the row scales."""
+    byte, P[i, j] = (q[i, 2j] & 15) | (q[i, 2j + 1] & 15) << 4 (the byte in an int32, or a uint8: torch.uint8's
+    packed weight, computed in int32 and cast), S the row scales."""
     @T.prim_func
-    def main(X: T.Tensor((M, N), dt), P: T.Tensor((M, N // 2), "int32"), S: T.Tensor((M,), "float32")):
+    def main(X: T.Tensor((M, N), dt), P: T.Tensor((M, N // 2), odt), S: T.Tensor((M,), "float32")):
         with T.Kernel(T.ceildiv(M, bm)) as bx:
             x = T.alloc_fragment((bm, N), "float32")
             ax = T.alloc_fragment((bm, N), "float32")
             q = T.alloc_fragment((bm, N), "int32")
-            p = T.alloc_fragment((bm, N // 2), "int32")
+            p = T.alloc_fragment((bm, N // 2), odt)
             am = T.alloc_fragment((bm,), "float32")
             T.copy(X[bx * bm, 0], x)
             for i, j in T.Parallel(bm, N):
@@ -806,20 +807,22 @@ def int4_pack(M, N, dt, bm=BM):
             for i, j in T.Parallel(bm, N):
                 q[i, j] = T.cast(T.min(T.max(T.floor(x[i, j] / am[i] + 0.5), -8.0), 7.0), "int32")
             for i, j in T.Parallel(bm, N // 2):
-                p[i, j] = (q[i, 2 * j] & 15) | ((q[i, 2 * j + 1] & 15) << 4)
+                p[i, j] = T.cast((q[i, 2 * j] & 15) | ((q[i, 2 * j + 1] & 15) << 4), odt)
             T.copy(p, P[bx * bm, 0])
             T.copy(am, S[bx * bm])
 
     return main
 
 
-def _int4_pack(dt, shape, rng):
-    M, N = shape
-    x = randn(rng, (M, N), dt, 2.0)
-    x32 = x.astype(np.float32)
-    s = np.maximum(np.abs(x32).max(1), np.float32(1e-8)) / np.float32(7)
-    q = np.clip(np.floor(x32 / s[:, None] + np.float32(0.5)), -8, 7).astype(np.int64)
-    return int4_pack, (M, N, dt), [x], [(q[:, 0::2] & 15) | ((q[:, 1::2] & 15) << 4), f64(s)]
+def _int4_pack(odt):
+    def make(dt, shape, rng):
+        M, N = shape
+        x = randn(rng, (M, N), dt, 2.0)
+        x32 = x.astype(np.float32)
+        s = np.maximum(np.abs(x32).max(1), np.float32(1e-8)) / np.float32(7)
+        q = np.clip(np.floor(x32 / s[:, None] + np.float32(0.5)), -8, 7).astype(np.int64)
+        return int4_pack, (M, N, dt, odt), [x], [(q[:, 0::2] & 15) | ((q[:, 1::2] & 15) << 4), f64(s)]
+    return make
 
 
 # ----------------------------------------------------------------------------------------------- recurrent decode steps
@@ -962,7 +965,8 @@ def idx38(M, N, K, dt, form, bm=BM):
     b), -1).flatten(-2)); `channel_shuffle` (K groups); `maxout` (max of K consecutive); `diag_embed`; `kth_value`
     (the K-th smallest by rank counting); `argsort_scatter` / `argsort_onehot` (ascending, ties by index: the rank of
     each element, then the index stored at its rank / gathered by comparing ranks); `seg_cumsum` a cumsum that
-    restarts where F[i, j] != 0; `timestep_emb` the diffusion sinusoidal embedding of t = Z[i, 0] ([cos, sin] halves)."""
+    restarts where F[i, j] != 0; `timestep_emb` the diffusion sinusoidal embedding of t = Z[i, 0] ([cos, sin]
+    halves)."""
     out = _idx_out(M, N, K, form)
     odt = "int32" if form.startswith("argsort") else "float32"
     H = N // 2
@@ -1123,7 +1127,7 @@ CASES = {
     "block_scale_2d": (_block_scale("elem"), F3, [(37, 45, 16), (1, 1, 16)]),
     "block_scale_2d_tile": (_block_scale("tile"), F3, [(37, 45, 16), (1, 1, 16)]),
     "mx_shared_exp": (_mx, F3, [(13, 64), (1, 32)]),
-    "int4_sym_pack": (_int4_pack, F3, [(13, 38), (1, 2)]),
+    "int4_sym_pack": (_int4_pack("int32"), F3, [(13, 38), (1, 2)]),
     # recurrent decode steps
     "delta_rule_step": (_rec("delta"), F3, [(3, 16, 24), (1, 1, 1)]),
     "gla_step": (_rec("gla"), F3, [(3, 16, 24), (1, 1, 1)]),
@@ -1144,7 +1148,7 @@ CASES = {
 }
 
 
-# ----------------------------------------------------------------------------------------------- batch 2: gemms, decode masks, scans
+# ----------------------------------------------------------------------------------------------- gemms, decode masks, scans
 @tw.jit(out_idx=[-1])
 def blockscaled_gemm(M, N, K, dt, form, bm=16, bn=32, bk=32):
     """DeepSeek-V3's block-scaled gemm (fp8 in the original; dt here): A (M, K) with a scale per token and K block
@@ -1408,37 +1412,6 @@ def _gather_i64(dt, shape, rng):
     return gather_i64, (M, N, K, dt), [x, ix], [np.take_along_axis(f64(x), np.where(ix < 0, ix + N, ix), 1)]
 
 
-@tw.jit(out_idx=[-1])
-def int4_pack_u8(M, N, dt, bm=BM):
-    """int4_pack's bytes stored as uint8 (torch.uint8's packed weight): the byte computed in int32, cast."""
-    @T.prim_func
-    def main(X: T.Tensor((M, N), dt), P: T.Tensor((M, N // 2), "uint8")):
-        with T.Kernel(T.ceildiv(M, bm)) as bx:
-            x = T.alloc_fragment((bm, N), "float32")
-            ax = T.alloc_fragment((bm, N), "float32")
-            q = T.alloc_fragment((bm, N), "int32")
-            p = T.alloc_fragment((bm, N // 2), "uint8")
-            am = T.alloc_fragment((bm,), "float32")
-            T.copy(X[bx * bm, 0], x)
-            for i, j in T.Parallel(bm, N):
-                ax[i, j] = T.abs(x[i, j])
-            T.reduce_max(ax, am, dim=1)
-            for i in T.Parallel(bm):
-                am[i] = T.max(am[i], 1e-8) / 7.0
-            for i, j in T.Parallel(bm, N):
-                q[i, j] = T.cast(T.min(T.max(T.floor(x[i, j] / am[i] + 0.5), -8.0), 7.0), "int32")
-            for i, j in T.Parallel(bm, N // 2):
-                p[i, j] = T.cast((q[i, 2 * j] & 15) | ((q[i, 2 * j + 1] & 15) << 4), "uint8")
-            T.copy(p, P[bx * bm, 0])
-
-    return main
-
-
-def _int4_u8(dt, shape, rng):
-    fac, args, inputs, refs = _int4_pack(dt, shape, rng)
-    return int4_pack_u8, args, inputs, refs[:1]
-
-
 CASES.update({
     "blockscaled_gemm": (_bsgemm("map"), H16, [(37, 64, 96), (1, 32, 32)]),
     "blockscaled_gemm_col": (_bsgemm("col"), H16, [(37, 64, 96), (1, 32, 32)]),
@@ -1450,7 +1423,7 @@ CASES.update({
     "mamba2_segsum": (_scan("segsum"), F3, [(13, 9), (1, 2)]),
     "welford_stream": (_scan("welford_stream"), F3, [(13, 9), (1, 2)]),
     "gather_neg_i64": (_gather_i64, F3, [(13, 37, 5), (1, 1, 1)]),
-    "int4_sym_pack_u8": (_int4_u8, F3, [(13, 38), (1, 2)]),
+    "int4_sym_pack_u8": (_int4_pack("uint8"), F3, [(13, 38), (1, 2)]),
 })
 
 check = functools.partial(P35.check, cases=CASES)

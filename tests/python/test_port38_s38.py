@@ -36,7 +36,9 @@ def test_f1_int32_compare_of_a_column():
 # T.sin" with the hint "see the tilewright.language module". Functions people reach for that the language lacks
 # now name what to write (frontend/core.py _MISSING_MATH); the formulas, checked here on both targets in one
 # kernel (float32, edge values, infinities and NaN where the formula is meant for them).
-MISSING = [  # (name, reference of the hinted formula, its inputs: "d" the data, "nz" |data| + 0.5, "all" data + inf / NaN)
+# (name, the reference of the hinted formula, its inputs: "d" the data, "nz" |data| + 0.5, "all" data + inf / NaN,
+# "inf" data + inf)
+MISSING = [
     ("sinh", np.sinh, "d"), ("cosh", np.cosh, "d"), ("log1p", np.log1p, "nz"), ("expm1", np.expm1, "d"),
     ("log10", np.log10, "nz"), ("erfc", lambda X: 1 - _erf(X), "d"), ("softplus", lambda X: np.logaddexp(0, X), "d"),
     ("clamp", lambda X: np.clip(X, -1.0, 2.0), "all"), ("sign", np.sign, "inf"), ("trunc", np.trunc, "all"),
@@ -214,8 +216,8 @@ def test_runs_on_ascend910b(name):
 LOCATED = [
     ("block_scale_2d", "float16", (37, 45, 16), r"element store into tensor 'S' outside a T\.Parallel map",
      r"store into a tile .* and T\.copy the tile", "block_scale_2d_tile"),
-    ("argsort_scatter", "float32", (13, 11, 1), r"stores into 'y' at the data-dependent index rk\[i_1, j_1\] \(a scatter\)",
-     r"gather instead", "argsort_onehot"),
+    ("argsort_scatter", "float32", (13, 11, 1),
+     r"stores into 'y' at the data-dependent index rk\[i_1, j_1\] \(a scatter\)", r"gather instead", "argsort_onehot"),
     ("blockscaled_gemm", "bfloat16", (37, 64, 96), r"the per-row factor 'sa' is read down a column",
      r"v\[i\] = sa\[i, k\]", "blockscaled_gemm_col"),
     ("no_repeat_bigram", "float32", (13, 9, 37), r"the per-row factor 'h' is read down a column",
