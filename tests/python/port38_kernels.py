@@ -1148,7 +1148,7 @@ CASES = {
 }
 
 
-# ----------------------------------------------------------------------------------------------- gemms, decode masks, scans
+# ------------------------------------------------------------------------------------- gemms, decode masks, scans
 @tw.jit(out_idx=[-1])
 def blockscaled_gemm(M, N, K, dt, form, bm=16, bn=32, bk=32):
     """DeepSeek-V3's block-scaled gemm (fp8 in the original; dt here): A (M, K) with a scale per token and K block
