@@ -37,6 +37,24 @@ for _name, _symbol, _py_ast, _py_op in ir.BINARY_OPS:
         (_CMPOPS if issubclass(_cls, ast.cmpop) else _BINOPS)[_cls] = (_name, getattr(operator, _py_op))
 _MATH = tuple(_name for _name, _arity, _doc in ir.MATH_FUNCTIONS)
 _MATH_ARITY = {_name: _arity for _name, _arity, _doc in ir.MATH_FUNCTIONS}
+# Functions people reach for that the language does not have (port38 F2): the hint of the error at a use, the
+# function written with the language's (every formula runs on both targets: test_port38_s38), or what to do instead.
+_TRIG = ("the language has no trigonometric functions (neither target implements them): compute the values on the "
+         "host and pass them in as a tensor, as RoPE kernels take a cos / sin cache")
+_MISSING_MATH = {
+    **{f: _TRIG for f in ("sin", "cos", "tan", "asin", "acos", "atan", "atan2")},
+    **{f: f"write T.{f}(x) as {v}" for f, v in (
+        ("sinh", "(T.exp(x) - T.exp(-x)) * 0.5"), ("cosh", "(T.exp(x) + T.exp(-x)) * 0.5"),
+        ("log1p", "T.log(1.0 + x) (absolute error ~1e-7 near 0)"), ("expm1", "T.exp(x) - 1.0"),
+        ("log10", "T.log2(x) * 0.3010299956639812"), ("erfc", "1.0 - T.erf(x)"),
+        ("softplus", "T.max(x, 0.0) + T.log(1.0 + T.exp(-T.abs(x)))"),
+        ("sign", "T.where(x > 0, 1.0, T.where(x < 0, -1.0, 0.0))"), ("trunc", "T.where(x >= 0, T.floor(x), T.ceil(x))"),
+        ("round", "T.floor(x + 0.5) (half up), or half to even for float32 |x| < 2^22: (x + 12582912.0) - 12582912.0"),
+        ("isnan", "x != x"), ("isinf", "T.abs(x) == T.infinity(\"float32\")"))},
+    "clamp": "write T.clamp(x, lo, hi) as T.min(T.max(x, lo), hi)",
+    "fmod": "x % y is Python's modulo (the divisor's sign); C's fmod(x, y) is T.where(r != 0 and (r < 0) != (x < 0), "
+            "r - y, r) with r = x % y",
+}
 
 _STMT_NAMES = {
     ast.While: "while", ast.Break: "break", ast.Continue: "continue", ast.FunctionDef: "def",
@@ -351,7 +369,8 @@ class Parser:
             if module in ("tilewright.language", "tilewright"):
                 prefix = "T" if module == "tilewright.language" else "tw"
                 self.error(node, f"unknown function {prefix}.{node.attr}",
-                           f"see the {module} module for the DSL vocabulary")
+                           (_MISSING_MATH.get(node.attr) if prefix == "T" else None)
+                           or f"see the {module} module for the DSL vocabulary")
             self.error(node, f"{self.describe(base)} has no attribute '{node.attr}'")
         return getattr(base, node.attr)
 

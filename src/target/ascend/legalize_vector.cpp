@@ -1448,20 +1448,21 @@ Stmt Legalizer::narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std:
   const DType i64{DTypeCode::i64};
   // y clamped into [lo, hi] (int64 constants plus base, an int32 expression) and converted to int32. Where y
   // reads tile data or a map variable, the value is computed by the scalar unit into an int32 tile before the
-  // map, one element per value of the one map variable y reads (one element when it reads none), and a load of
-  // that tile is returned; a tensor's elements y reads are copied into a UB tile first, as the map's other
-  // global reads are (stage_global: the copy stops at the tensor's end). nullptr: not done (y reads both).
+  // map, one element per value of the map variables y reads (one element when it reads none; a (rows, cols)
+  // tile for both: torch.gather's int64 index tile, port38 F3), and a load of that tile is returned; a tensor's
+  // elements y reads are copied into a UB tile first, as the map's other global reads are (stage_global: the
+  // copy stops at the tensor's end).
   std::vector<std::pair<std::string, Buffer>> tiles;  // one int32 tile per value
   auto narrow = [&](const Expr& y, const Expr& base, int64_t lo, int64_t hi, const Buffer& owner,
                     const Span& sp) -> Expr {  // (base nullptr: no clamp, the conversion wraps: T.cast)
-    Var over;
-    int64_t n = 1;
+    std::vector<Var> over;
+    std::vector<int64_t> n;
     for (size_t k = 0; k < m.vars.size(); ++k)
       if (uses_var(y, m.vars[k].get())) {
-        if (over) return nullptr;
-        over = m.vars[k];
-        n = m.ext[k];
+        over.push_back(m.vars[k]);
+        n.push_back(m.ext[k]);
       }
+    if (over.empty()) n.push_back(1);
     struct Stage : ir::Mutator {
       std::function<Expr(const Expr&)> f;
       using ir::Mutator::mutate;
@@ -1477,25 +1478,34 @@ Stmt Legalizer::narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std:
       auto [tile, idx] = stage_global(l, m.vars, m.ext, x->span, l->buffer->dtype);
       return ir::load(tile, idx, x->span);
     };
-    Expr v = over ? stage.mutate(y) : y;
+    Expr v = !over.empty() ? stage.mutate(y) : y;
     if (base) {
       Expr b64 = ir::cast(base, i64, sp);
       v = ir::arith::min(ir::arith::max(v, add(b64, ir::int_imm(lo, i64, sp))), add(b64, ir::int_imm(hi, i64, sp)));
     }
     v = ir::cast(v, ir::kIndexType, sp);
-    if (!over && !has_load(y)) return v;  // a scalar: read where it is used (hoist_scalar_reads)
+    if (over.empty() && !has_load(y)) return v;  // a scalar: read where it is used (hoist_scalar_reads)
     const std::string key = ir::print(v);
     auto it = std::find_if(tiles.begin(), tiles.end(), [&](const auto& t) { return t.first == key; });
     Buffer t = it != tiles.end() ? it->second : Buffer();
     if (!t) {
       if (!owner) return nullptr;
-      t = ub(owner, "_i32", ir::kIndexType, {n}, sp, pre);
-      Var r = fresh_var("r", sp);
-      Stmt st = std::make_shared<ir::StoreNode>(t, std::vector<Expr>{r}, over ? ir::substitute(v, {{over, r}}) : v, sp);
-      pre.push_back(std::make_shared<ir::ForNode>(r, C(0), C(n), ir::ForKind::serial, 0, st, sp));
+      t = ub(owner, "_i32", ir::kIndexType, n, sp, pre);
+      std::vector<Var> r;
+      std::vector<std::pair<Var, Expr>> sub;
+      for (const Var& o : over) {
+        r.push_back(fresh_var("r", sp));
+        sub.emplace_back(o, r.back());
+      }
+      if (over.empty()) r.push_back(fresh_var("r", sp));
+      Stmt st = std::make_shared<ir::StoreNode>(t, std::vector<Expr>(r.begin(), r.end()), ir::substitute(v, sub), sp);
+      for (size_t k = r.size(); k-- > 0;)
+        st = std::make_shared<ir::ForNode>(r[k], C(0), C(n[k]), ir::ForKind::serial, 0, st, sp);
+      pre.push_back(st);
       tiles.push_back({key, t});
     }
-    return ir::load(t, {over ? Expr(over) : C(0)}, sp);
+    if (over.empty()) return ir::load(t, {C(0)}, sp);
+    return ir::load(t, std::vector<Expr>(over.begin(), over.end()), sp);
   };
   auto first_load = [](const Expr& e, Buffer fallback) {
     Buffer b;

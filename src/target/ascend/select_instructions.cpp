@@ -1804,7 +1804,8 @@ class Lowerer {
       "index itself (j == lab[i], "
       "j < lab[i], j + c >= lab[i]: the scalar unit clamps it), gather with it (x[i, T.min(T.max(lab[i], 0), N - 1)]), "
       "or first convert the labels into an int32 tile (T.copy(lab, lab32), or lab32[i] = T.cast(lab[i], \"int32\") "
-      "in a one-dimensional map: the scalar unit converts them one by one, wrapping as T.cast does) and use that; "
+      "in a map, also of a 2-D index tile: the scalar unit converts them one by one, wrapping as T.cast does) and use "
+      "that; "
       "for an int64 scalar (a T.int64 parameter c) with int32 tiles: one operation of a tile and c stored into an "
       "int32 tile runs (y[j] = x[j] + c, c - x[j], x[j] // c, x[j] % c, T.max(x[j], c): the int64 value wrapped at "
       "the store, as on cpu); or run the kernel on the cpu target";
@@ -2539,6 +2540,29 @@ class Lowerer {
     }
     if (v->kind != ir::ExprKind::Binary) fail("unsupported expression " + ir::print(v));
     auto* bn = as<ir::BinaryNode>(v);
+    // a tile read down a column by the map: its last index free of the map's variables, another one on them
+    auto column_read = [&](const Expr& e) {
+      if (!is_load(e)) return false;
+      auto* l = as<ir::LoadNode>(e);
+      auto on_map = [&](const Expr& d) {
+        bool on = false;
+        for_each_subexpr(d, [&](const Expr& x) {
+          for (const auto& lp : loops) on |= x.get() == lp.var;
+        });
+        return on;
+      };
+      return l->buffer->scope != ir::Scope::global && l->indices.size() >= 2 && !on_map(l->indices.back()) &&
+             std::any_of(l->indices.begin(), l->indices.end() - 1, on_map);
+    };
+    // a per-row factor read down a column of a 2-D tile (a conv tap's weights w[i, k]; port34 F2): its elements lie
+    // a row apart, and a row broadcast reads a contiguous vector
+    auto per_row_column = [&](const std::string& n) {
+      throw Error("this T.Parallel body is not a vector instruction: the per-row factor " + q(n) +
+                      " is read down a column of a tile (its elements lie a row apart); a row broadcast a op v[i] "
+                      "reads a 1-D tile",
+                  sp, "copy the column into a 1-D tile first, for i in T.Parallel(n): v[i] = " + n +
+                          "[i, k] (a gather), and use v[i] in this map");
+    };
     std::optional<VecBinOp> op;
     switch (bn->op) {
       case ir::BinOp::Add: op = VecBinOp::Add; break;
@@ -2571,6 +2595,11 @@ class Lowerer {
       if (t != ir::DType(ir::DTypeCode::i32))
         fail("'" + std::string(ir::binop_symbol(bn->op)) + "' on " + std::string(t.name()) +
              " tile data: the AIV shifts int32 (of the language's types) only");
+      if (!fa && column_read(bn->a)) {
+        // the int32 order key's x >> 8 (legalize_vector: a comparison of int32 data, T.where(ids[i, k] == j, ..)
+        // in a 2-D map, computed per row in a map over i) of a per-row factor read down a column (port38 F1)
+        per_row_column(as<ir::LoadNode>(bn->a)->buffer->name);
+      }
       if (!fa || !scalar(bn->b))
         fail("'" + std::string(ir::binop_symbol(bn->op)) + "' by a per-element count: ShiftLeft/ShiftRight take one "
              "scalar count for the whole tile");
@@ -2627,19 +2656,8 @@ class Lowerer {
     // elements a row apart, which no vector operand reads (port36 F3: box decoding's a[i, 0] + a[i, 2] of
     // (N, 4) boxes, the (bn, 4) map made a column map over i)
     for (const Expr& e : {bn->a, bn->b}) {
-      if (fa || fb || !is_load(e)) continue;
-      auto* l = as<ir::LoadNode>(e);
-      auto on_map = [&](const Expr& d) {
-        bool on = false;
-        for_each_subexpr(d, [&](const Expr& x) {
-          for (const auto& lp : loops) on |= x.get() == lp.var;
-        });
-        return on;
-      };
-      if (l->buffer->scope == ir::Scope::global || l->indices.size() < 2 || on_map(l->indices.back()) ||
-          std::none_of(l->indices.begin(), l->indices.end() - 1, on_map))
-        continue;
-      const std::string& n = l->buffer->name;
+      if (fa || fb || !column_read(e)) continue;
+      const std::string& n = as<ir::LoadNode>(e)->buffer->name;
       throw Error("this T.Parallel body is not a vector instruction: tile " + q(n) +
                       " is read down a column (its elements lie a row apart; a vector operand is a run of a row)",
                   sp, "gather the column into a row of a tile first, for i in T.Parallel(n): c[k, i] = " + n +
@@ -2648,18 +2666,11 @@ class Lowerer {
     if (!fa && !fb) fail("neither operand of " + std::string(ir::binop_name(bn->op)) + " is a tile element a[i, j]");
     if (fb && !commutes && scalar(bn->a))
       fail("scalar " + std::string(ir::binop_name(bn->op)) + " tile has no vector instruction (only tile op scalar)");
-    // a per-row factor read down a column of a 2-D tile (a conv tap's weights w[i, k]; port34 F2): its
-    // elements lie a row apart, and a row broadcast reads a contiguous vector
     for (const Expr& e : {bn->a, bn->b}) {
       auto a = is_load(e) && loops.size() == 2 ? load_acc(e) : std::nullopt;
       if (a && std::count(a->var_of_dim.begin(), a->var_of_dim.end(), 0) == 1 &&
           std::count(a->var_of_dim.begin(), a->var_of_dim.end(), 1) == 0 && !row_vector(*a, 2)) {
-        const std::string& n = as<ir::LoadNode>(e)->buffer->name;
-        throw Error("this T.Parallel body is not a vector instruction: the per-row factor " + q(n) +
-                        " is read down a column of a tile (its elements lie a row apart); a row broadcast a op v[i] "
-                        "reads a 1-D tile",
-                    sp, "copy the column into a 1-D tile first, for i in T.Parallel(n): v[i] = " + n +
-                            "[i, k] (a gather), and use v[i] in this map");
+        per_row_column(as<ir::LoadNode>(e)->buffer->name);
       }
     }
     return fail("the second operand is neither a tile indexed like the destination, a scalar, nor a per-row vector v[i]");

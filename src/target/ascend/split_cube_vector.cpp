@@ -99,6 +99,9 @@ class Splitter {
         if (is_cube_scope(sc)) cube = true;
         if (sc == Scope::UB) vec = true;
       }
+      // a gemm whose tiles are all mixed (both operands and the accumulator written or read by vector code:
+      // CLIP's logits of rows normalised on the Vector core, port38 F4) has Cube work but no Cube-only tile
+      if (s->kind == StmtKind::Gemm) cube = true;
       if (s->kind == StmtKind::CoreScope || s->kind == StmtKind::Sync)
         throw ir::Error("T.Scope and Ascend flags belong to expert-mode kernels", s->span,
                         "write the kernel with T.Kernel(n, is_npu=True), or leave placement and flags to the compiler");
