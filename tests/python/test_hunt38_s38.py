@@ -1,0 +1,55 @@
+"""hunt38: silent wrong answers and refusals found in session 38's hunt (issue 13: the simulator as the guard).
+Findings in /work/hunt38-findings.txt and docs/testing.md 'Session 37 changes hunted (h-hunt38)'. Small shapes,
+fixed seeds; ascend910b with the checker on (a report fails), against numpy (float64) and cpu."""
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+from tilewright.testing import np_dtype
+
+from ascend_util import TARGET, run_on
+
+
+# ---- F1: a T.fill value reading a GM / UB element, or scalar math of one, was refused on ascend910b -----------
+
+def fill_value(form, dt, R, C):
+    @T.prim_func
+    def fill_value(P: T.Tensor((4,), "float32"), Y: T.Tensor((R, C), dt)):
+        with T.Kernel(1) as b:
+            pt = T.alloc_fragment((4,), "float32")
+            T.copy(P, pt)
+            y = T.alloc_fragment((R, C), dt)
+            if form == "gm":
+                T.fill(y, P[0] * 2.0)
+            elif form == "ub":
+                T.fill(y, pt[1] - 0.5)
+            else:
+                T.fill(y, T.log(P[0]) * T.rsqrt(pt[3]))
+            y[R - 1, 0] = P[2]
+            T.copy(y, Y)
+    return fill_value
+
+
+def _fill_want(form, p, R, C, dt):
+    v = {"gm": p[0] * 2.0, "ub": p[1] - 0.5, "math": np.log(p[0]) / np.sqrt(p[3])}[form]
+    y = np.full((R, C), v)
+    y[R - 1, 0] = p[2]
+    return y.astype(np_dtype(dt)).astype(np.float64)
+
+
+@pytest.mark.parametrize("form", ["gm", "ub", "math"])
+@pytest.mark.parametrize("dt,R,C", [("float32", 3, 5), ("float16", 1, 17)])
+def test_f1_fill_of_an_element_runs(form, dt, R, C):
+    p = np.array([4.0, 2.0, 0.75, 9.0], np.float32)
+    want = _fill_want(form, p, R, C, dt)
+    got = run_on(fill_value(form, dt, R, C), TARGET, [1], p)
+    tw.testing.assert_close(got.astype(np.float64), want, atol=0, rtol=2e-6 if dt == "float32" else 1e-3)
+
+
+def test_f1_fill_of_an_element_agrees_with_cpu():
+    p = np.array([3.0, 2.5, -1.25, 4.0], np.float32)
+    for form in ("gm", "math"):
+        got = {t: run_on(fill_value(form, "float32", 3, 5), t, [1], p) for t in ("cpu", TARGET)}
+        tw.testing.assert_close(got[TARGET], got["cpu"], atol=0, rtol=2e-6)
+        tw.testing.assert_close(got["cpu"].astype(np.float64), _fill_want(form, p, 3, 5, "float32"), atol=0, rtol=2e-6)
