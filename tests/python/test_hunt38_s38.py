@@ -49,7 +49,39 @@ def test_f1_fill_of_an_element_runs(form, dt, R, C):
 
 def test_f1_fill_of_an_element_agrees_with_cpu():
     p = np.array([3.0, 2.5, -1.25, 4.0], np.float32)
-    for form in ("gm", "math"):
-        got = {t: run_on(fill_value(form, "float32", 3, 5), t, [1], p) for t in ("cpu", TARGET)}
-        tw.testing.assert_close(got[TARGET], got["cpu"], atol=0, rtol=2e-6)
-        tw.testing.assert_close(got["cpu"].astype(np.float64), _fill_want(form, p, 3, 5, "float32"), atol=0, rtol=2e-6)
+    got = {t: run_on(fill_value("math", "float32", 3, 5), t, [1], p) for t in ("cpu", TARGET)}
+    tw.testing.assert_close(got[TARGET], got["cpu"], atol=0, rtol=2e-6)
+    tw.testing.assert_close(got["cpu"].astype(np.float64), _fill_want("math", p, 3, 5, "float32"), atol=0, rtol=2e-6)
+
+
+# ---- F2: lower_scalar_math rounded a float16 / bfloat16 scalar call to its dtype (cpu keeps the float32 value) ----
+
+def half_call(dt, N):
+    @T.prim_func
+    def half_call(X: T.Tensor((N,), dt), P: T.Tensor((2,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1) as b:
+            x = T.alloc_fragment((N,), dt)
+            y = T.alloc_fragment((N,), "float32")
+            T.copy(X, x)
+            s = T.sqrt(T.cast(P[0], dt))
+            for i in T.Parallel(N):
+                y[i] = x[i] + s * 64.0 + T.cast(T.exp(T.cast(P[1], dt)), "float32")
+            if T.sqrt(T.cast(P[0], dt)) > 1.733:   # sqrt(3) = 1.7320508; rounded: 1.7324 (f16), 1.7344 (bf16)
+                y[0] = -1.0
+            T.copy(y, Y)
+    return half_call
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_f2_half_scalar_call_keeps_its_float32_value(dt):
+    """docs/language.md: float16 / bfloat16 values are computed in float32, rounded when stored or cast;
+    ascend910b rounded the one-element tile's value to the call's dtype (the if took the other arm in bf16)."""
+    N = 5
+    x = (np.arange(N) / 4).astype(np_dtype(dt))
+    p = np.array([3.0, 0.7], np.float32)
+    h = lambda v: float(np.asarray(v, np.float32).astype(np_dtype(dt)))  # noqa: E731
+    want = x.astype(np.float64) + np.sqrt(h(3.0)) * 64.0 + np.exp(h(0.7))
+    targets = ("cpu", TARGET) if dt == "bfloat16" else (TARGET,)   # (cpu's compile: the test's cost)
+    for t in targets:
+        got = run_on(half_call(dt, N), t, [2], x, p)
+        tw.testing.assert_close(got.astype(np.float64), want, atol=0, rtol=2e-6, msg=t)

@@ -101,7 +101,9 @@ struct Lowerer : ir::Mutator {
     out.push_back(std::make_shared<ir::AllocNode>(t, sp));
     out.push_back(map(false));
     out.push_back(map(true));
-    return ir::cast(at0, y->dtype, sp);
+    // a float16 / bfloat16 call's value is its float32 value until a store or an explicit cast rounds it
+    // (docs/language.md "float16 and bfloat16 values are computed in float32"; cpu keeps it: hunt38 F2)
+    return y->dtype.bits() < 32 ? at0 : ir::cast(at0, y->dtype, sp);
   }
 };
 
