@@ -85,3 +85,6 @@ def test_f2_half_scalar_call_keeps_its_float32_value(dt):
     for t in targets:
         got = run_on(half_call(dt, N), t, [2], x, p)
         tw.testing.assert_close(got.astype(np.float64), want, atol=0, rtol=2e-6, msg=t)
+    # the let holds the float32 value in the AscendC too (a 16-bit declaration would round it on the chip)
+    src = tw.compile(half_call(dt, N), target=TARGET, out_idx=[2]).get_source("ascendc")
+    assert "const float s = " in src, [ln for ln in src.splitlines() if " s = " in ln]

@@ -137,6 +137,7 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
   if (kernel->is_npu()) return vec::with_body(kernel, body);  // expert mode: the user's code, as written
   vec::Names names(kernel);
   const bool cube = has_gemm(body);  // a kernel with Cube code: split_cube_vector puts it on two cores
+  std::vector<std::pair<ir::Var, Expr>> retyped;  // float16 / bfloat16 lets of a call -> float32 names
   std::function<std::optional<std::vector<ir::Stmt>>(const ir::Stmt&)> f;
   f = [&](const ir::Stmt& s) -> std::optional<std::vector<ir::Stmt>> {
     std::vector<ir::Stmt> out;
@@ -173,10 +174,19 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
                  "write the call inside the T.Parallel map that uses " + q(as<ir::LetNode>(s)->var->name) + " (T." +
                      ir::print(low.call) + " in its place there), or pass the value as a scalar parameter");
     if (out.empty() && !low.changed && !map) return std::nullopt;
+    if (y->kind == ir::StmtKind::Let) {  // a float16 / bfloat16 let now holding the float32 value: a float32 name
+      auto* n = as<ir::LetNode>(y);      // (its uses below substituted), or the AscendC would declare it 16-bit
+      if (n->value->dtype != n->var->dtype) {
+        ir::Var v = ir::var(n->var->name, n->value->dtype, n->var->span);
+        retyped.emplace_back(n->var, v);
+        y = std::make_shared<ir::LetNode>(v, n->value, y->span);
+      }
+    }
     out.push_back(y);  // a map whole: its lets and stores are not scalar code
     return out;
   };
   body = vec::rewrite_stmts(body, f);
+  if (!retyped.empty()) body = ir::substitute(body, retyped);
   return vec::with_body(kernel, body);
 }
 
