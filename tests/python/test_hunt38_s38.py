@@ -1,6 +1,8 @@
 """hunt38: silent wrong answers and refusals found in session 38's hunt (issue 13: the simulator as the guard).
 Findings in /work/hunt38-findings.txt and docs/testing.md 'Session 37 changes hunted (h-hunt38)'. Small shapes,
 fixed seeds; ascend910b with the checker on (a report fails), against numpy (float64) and cpu."""
+import math
+
 import numpy as np
 import pytest
 
@@ -88,3 +90,50 @@ def test_f2_half_scalar_call_keeps_its_float32_value(dt):
     # the let holds the float32 value in the AscendC too (a 16-bit declaration would round it on the chip)
     src = tw.compile(half_call(dt, N), target=TARGET, out_idx=[2]).get_source("ascendc")
     assert "const float s = " in src, [ln for ln in src.splitlines() if " s = " in ln]
+
+
+# ---- F3: expand_math rounded a float16 / bfloat16 tile's T.tanh / sigmoid / silu / erf / exp2 to the tile's dtype ----
+
+def half_map(dt, fn, R, C):
+    @T.prim_func
+    def half_map(X: T.Tensor((R, C), dt), Y: T.Tensor((R, C), "float32")):
+        with T.Kernel(1) as b:
+            x = T.alloc_fragment((R, C), dt)
+            y = T.alloc_fragment((R, C), "float32")
+            T.copy(X, x)
+            for i, j in T.Parallel(R, C):
+                if fn == "tanh":
+                    y[i, j] = T.tanh(x[i, j]) * 64.0
+                elif fn == "sigmoid":
+                    y[i, j] = T.sigmoid(x[i, j]) * x[i, j]
+                elif fn == "silu":
+                    y[i, j] = T.silu(x[i, j]) + 1.0
+                elif fn == "erf":
+                    y[i, j] = T.erf(x[i, j]) * 64.0
+                else:
+                    y[i, j] = T.exp2(x[i, j]) * 64.0
+            T.copy(y, Y)
+    return half_map
+
+
+_F3 = {"tanh": lambda x: np.tanh(x) * 64, "sigmoid": lambda x: x / (1 + np.exp(-x)),
+       "silu": lambda x: x / (1 + np.exp(-x)) + 1, "erf": lambda x: np.vectorize(math.erf)(x) * 64,
+       "exp2": lambda x: np.exp2(x) * 64}
+
+
+@pytest.mark.parametrize("fn", sorted(_F3))
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_f3_half_tile_math_into_float32_is_not_rounded(dt, fn):
+    """y = f(x[i, j]) * 64 of a 16-bit tile into a float32 one: f's float32 value (rounded to the tile's
+    dtype it was 2.6e-3 off in bfloat16, 2.8e-4 in float16); the tolerance is erf's expansion's (A&S 7.1.26)."""
+    R, C = 3, 20
+    x = ((np.arange(R * C).reshape(R, C) - 30) / 16).astype(np_dtype(dt))
+    want = _F3[fn](x.astype(np.float64))
+    got = run_on(half_map(dt, fn, R, C), TARGET, [1], x)
+    tw.testing.assert_close(got.astype(np.float64), want, atol=1e-5 * 64 if fn == "erf" else 1e-6, rtol=2e-6)
+
+
+def test_f3_agrees_with_cpu():
+    x = ((np.arange(3 * 20).reshape(3, 20) - 30) / 16).astype(np_dtype("bfloat16"))
+    got = {t: run_on(half_map("bfloat16", "tanh", 3, 20), t, [1], x) for t in ("cpu", TARGET)}
+    tw.testing.assert_close(got[TARGET], got["cpu"], atol=1e-6, rtol=2e-6)

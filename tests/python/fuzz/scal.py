@@ -4,7 +4,8 @@ Each program is one of three forms (``d["scal"]``), with its reference here:
 
 * ``math``    scalar math (session 37's lower_scalar_math) in a let, an ``if`` condition, a serial loop's
   extent and a map's operand, mixed with maps over a (bm, N) tile: ``s = T.f1(p * a + b)`` of a parameter
-  p read from a GM tensor (``P[0]``), from a tile (``pt[0]``) or of the block index; ``if T.f2(q) > thr``
+  p read from a GM tensor (``P[0]``), from a tile (``pt[0]``) or of the block index (cast to the tile's 16-bit
+  dtype half the time: the call's float32 value stands until a store); ``if T.f2(q) > thr``
   around a map (with or without an else); ``for k in T.serial(nk)`` with ``nk = floor(sqrt(P[3]))``
   (0 to 3 trips) and ``T.f4(k * 0.25 + 0.5)`` or ``T.pow(c, k)`` in its map. float32 / float16 / bfloat16
   tiles; the reference is float64 with the tile's rounding at each store.
@@ -55,6 +56,7 @@ def generate(seed):
         d["els"] = s.random() < 0.5
         d["f4"] = s.choice(list(FNS) + ["pow"])
         d["c"] = s.choice((0.5, 2.0, 3.0))
+        d["hc"] = d["dt"] != "float32" and s.random() < 0.5   # the let's argument cast to the tile's dtype
         d["p"] = [v.choice(PVALS), v.choice(PVALS), v.choice(PVALS), float(v.choice((0, 1, 4, 9)))]
         q = FNS[d["f2"]](d["p"][1])
         d["thr"] = round(q + v.choice((-0.25, 0.25)), 2)   # a quarter away from the value: no rounding decides it
@@ -112,6 +114,8 @@ def _math_body(d):
     if d["src"] == "tile":
         b += ["    pt = T.alloc_fragment((4,), 'float32')", "    T.copy(P, pt)"]
     f4 = (f"T.pow({d['c']!r}, k)" if d["f4"] == "pow" else f"T.{d['f4']}({_arg(d['f4'], 'k * 0.25 + 0.5')})")
+    if d.get("hc"):   # (a float16 / bfloat16 call: its float32 value until stored, hunt38 F2)
+        p0 = f"T.cast({p0}, {dt})"
     arg1 = f"({p0}) * {d['a']!r} + {d['b']!r}"
     b += [f"    s = T.{d['f1']}({_arg(d['f1'], arg1)})",
           f"    if T.{d['f2']}({p1}) > {d['thr']!r}:",
@@ -236,6 +240,8 @@ def reference(d):
         M, bm = x.shape[0], d["bm"]
         rows = np.arange(M) // bm
         p0 = p[0] if d["src"] != "bx" else (rows % 3) * 0.5 + 0.25
+        if d.get("hc"):
+            p0 = _conv(np.asarray(p0, np.float64), dt)
         s = np.vectorize(lambda v: _fn(d["f1"], v * d["a"] + d["b"]))(np.asarray(p0, np.float64))
         s = np.broadcast_to(np.asarray(s, np.float64).reshape(-1, 1) if d["src"] == "bx" else s, x.shape)
         mag = np.abs(x)
