@@ -137,3 +137,36 @@ def test_f3_agrees_with_cpu():
     x = ((np.arange(3 * 20).reshape(3, 20) - 30) / 16).astype(np_dtype("bfloat16"))
     got = {t: run_on(half_map("bfloat16", "tanh", 3, 20), t, [1], x) for t in ("cpu", TARGET)}
     tw.testing.assert_close(got[TARGET], got["cpu"], atol=1e-6, rtol=2e-6)
+
+
+# ---- F4: scalar math filling a gemm's tile named lower_scalar_math's own tile ("used outside its scope") -------
+
+def fill_operand(hinted):
+    M = N = K = 16
+
+    @T.prim_func
+    def fill_operand(B: T.Tensor((K, N), "float16"), P: T.Tensor((2,), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as b:
+            a = T.alloc_shared((M, K), "float16")
+            af = T.alloc_fragment((M, K), "float16")
+            bs = T.alloc_shared((K, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.copy(B, bs)
+            if hinted:
+                T.fill(af, T.log(P[0]))
+                T.copy(af, a)
+            else:
+                T.fill(a, T.log(P[0]))
+            T.gemm(a, bs, acc, clear_accum=True)
+            T.copy(acc, Y)
+    return fill_operand
+
+
+def test_f4_math_fill_of_a_gemm_operand_is_located_and_the_hint_runs():
+    with pytest.raises(tw.TilewrightError, match=r"T.log\(P\[0\]\) in the T.fill of gemm tile 'a'.*\n.*\n.*\n.*hint: fill "
+                       r"a T.alloc_fragment tile with the value and T.copy it into 'a'"):
+        tw.compile(fill_operand(False), target=TARGET, out_idx=[2])
+    bm = (np.arange(256).reshape(16, 16) % 5 / 4).astype(np.float16)
+    p = np.array([2.0, 0.0], np.float32)
+    want = np.full((16, 16), np.log(2.0)).astype(np.float16).astype(np.float64) @ bm.astype(np.float64)
+    tw.testing.assert_close(run_on(fill_operand(True), TARGET, [2], bm, p).astype(np.float64), want, atol=0, rtol=1e-6)

@@ -113,6 +113,17 @@ bool has_gemm(const Stmt& s) {
   return g;
 }
 
+// The tiles a gemm reads or accumulates into: the Cube core's (their fills run there).
+std::set<const ir::BufferNode*> gemm_tiles(const Stmt& s) {
+  std::set<const ir::BufferNode*> t;
+  ir::for_each_stmt(s, [&](const Stmt& x) {
+    if (x->kind != ir::StmtKind::Gemm) return;
+    auto* g = as<ir::GemmNode>(x);
+    for (const ir::Region* r : {&g->a, &g->b, &g->c}) t.insert(r->buffer.get());
+  });
+  return t;
+}
+
 // A call the Vector unit would compute whose value the Cube core needs (review37 R3): split_cube_vector /
 // the verifier would refuse the one-element tile by its name, which the user never wrote.
 [[noreturn]] void cube_needs(const Expr& call, const std::string& where, const std::string& why, const std::string& hint) {
@@ -138,6 +149,7 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
   vec::Names names(kernel);
   const bool cube = has_gemm(body);  // a kernel with Cube code: split_cube_vector puts it on two cores
   std::vector<std::pair<ir::Var, Expr>> retyped;  // float16 / bfloat16 lets of a call -> float32 names
+  const std::set<const ir::BufferNode*> cube_tiles = gemm_tiles(body);
   std::function<std::optional<std::vector<ir::Stmt>>(const ir::Stmt&)> f;
   f = [&](const ir::Stmt& s) -> std::optional<std::vector<ir::Stmt>> {
     std::vector<ir::Stmt> out;
@@ -173,6 +185,11 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
                  "in such a kernel a let runs on both the Cube and the Vector core",
                  "write the call inside the T.Parallel map that uses " + q(as<ir::LetNode>(s)->var->name) + " (T." +
                      ir::print(low.call) + " in its place there), or pass the value as a scalar parameter");
+    if (!out.empty() && s->kind == ir::StmtKind::Fill && cube_tiles.count(as<ir::FillNode>(s)->dst.buffer.get()))
+      cube_needs(low.call, "the T.fill of gemm tile " + q(as<ir::FillNode>(s)->dst.buffer->name),
+                 "the Cube core, which holds the tile, fills it",
+                 "fill a T.alloc_fragment tile with the value and T.copy it into " +
+                     q(as<ir::FillNode>(s)->dst.buffer->name) + ", or pass the value as a scalar parameter");
     if (out.empty() && !low.changed && !map) return std::nullopt;
     if (y->kind == ir::StmtKind::Let) {  // a float16 / bfloat16 let now holding the float32 value: a float32 name
       auto* n = as<ir::LetNode>(y);      // (its uses below substituted), or the AscendC would declare it 16-bit
