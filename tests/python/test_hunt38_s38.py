@@ -49,11 +49,24 @@ def test_f1_fill_of_an_element_runs(form, dt, R, C):
     tw.testing.assert_close(got.astype(np.float64), want, atol=0, rtol=2e-6 if dt == "float32" else 1e-3)
 
 
-def test_f1_fill_of_an_element_agrees_with_cpu():
-    p = np.array([3.0, 2.5, -1.25, 4.0], np.float32)
-    got = {t: run_on(fill_value("math", "float32", 3, 5), t, [1], p) for t in ("cpu", TARGET)}
-    tw.testing.assert_close(got[TARGET], got["cpu"], atol=0, rtol=2e-6)
-    tw.testing.assert_close(got["cpu"].astype(np.float64), _fill_want("math", p, 3, 5, "float32"), atol=0, rtol=2e-6)
+def fill_loop():
+    @T.prim_func
+    def fill_loop(P: T.Tensor((4,), "float32"), Y: T.Tensor((4, 9), "float16")):
+        with T.Kernel(1) as b:
+            y = T.alloc_fragment((1, 9), "float16")
+            for r in T.serial(4):
+                if P[r] > 0:
+                    T.fill(y, T.where(P[r] > 1.0, P[r] * 2.0, -P[r]))
+                else:
+                    T.fill(y, P[(r + 1) % 4])
+                T.copy(y, Y[r, 0])
+    return fill_loop
+
+
+def test_f1_fill_of_loop_indexed_elements_under_ifs():
+    p = np.array([0.5, -1.0, 2.0, 3.0], np.float32)
+    want = np.repeat(np.array([[-0.5], [2.0], [4.0], [6.0]]), 9, axis=1)
+    tw.testing.assert_close(run_on(fill_loop(), TARGET, [1], p).astype(np.float64), want, atol=0, rtol=0)
 
 
 # ---- F2: lower_scalar_math rounded a float16 / bfloat16 scalar call to its dtype (cpu keeps the float32 value) ----
