@@ -183,3 +183,26 @@ def test_f4_math_fill_of_a_gemm_operand_is_located_and_the_hint_runs():
     p = np.array([2.0, 0.0], np.float32)
     want = np.full((16, 16), np.log(2.0)).astype(np.float16).astype(np.float64) @ bm.astype(np.float64)
     tw.testing.assert_close(run_on(fill_operand(True), TARGET, [2], bm, p).astype(np.float64), want, atol=0, rtol=1e-6)
+
+
+# ---- the fuzzer's twenty-third stream (fuzz/scal.py) -------------------------------------------------------------
+
+def test_scal_stream_covers_its_forms_and_catches_a_wrong_answer():
+    from fuzz import grammar, reducer, scal
+    from fuzz.reference import compare, reference
+    ds = [scal.generate(s) for s in range(0, 1000, grammar.GROUP)]
+    assert {d["scal"] for d in ds} == set(scal.FORMS)
+    m = [d for d in ds if d["scal"] == "math"]
+    assert {d["src"] for d in m} == {"gm", "tile", "bx"} and {d["els"] for d in m} == {True, False}
+    assert {d["hc"] for d in m} == {True, False} and {d["f4"] for d in m} >= {"pow", "exp", "tanh"}
+    u = [d for d in ds if d["scal"] == "unroll"]
+    assert {d["cond"] for d in u} == {"lt", "eq0", "mod"} and {d["shape"] for d in u} == {"gemm", "vec"}
+    assert {d["where"] for d in ds if d["scal"] == "dstore"} == {"tile", "gm"}
+    for d in (next(d for d in ds if d["scal"] == f) for f in scal.FORMS):
+        compile(grammar.source(d), "fuzz", "exec")
+        refs, _ = reference(d)
+        assert compare(d, refs) is None
+        bad = [r.copy() for r in refs]
+        bad[0].flat[0] += 1
+        assert compare(d, bad) is not None
+        assert all(scal.valid(c) and c != d for c in reducer.candidates(d))
