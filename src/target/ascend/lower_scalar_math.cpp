@@ -101,7 +101,9 @@ struct Lowerer : ir::Mutator {
     out.push_back(std::make_shared<ir::AllocNode>(t, sp));
     out.push_back(map(false));
     out.push_back(map(true));
-    return ir::cast(at0, y->dtype, sp);
+    // a float16 / bfloat16 call's value is its float32 value until a store or an explicit cast rounds it
+    // (docs/language.md "float16 and bfloat16 values are computed in float32"; cpu keeps it: hunt38 F2)
+    return y->dtype.bits() < 32 ? at0 : ir::cast(at0, y->dtype, sp);
   }
 };
 
@@ -109,6 +111,17 @@ bool has_gemm(const Stmt& s) {
   bool g = false;
   if (s) ir::for_each_stmt(s, [&](const Stmt& x) { g = g || x->kind == ir::StmtKind::Gemm; });
   return g;
+}
+
+// The tiles a gemm reads or accumulates into: the Cube core's (their fills run there).
+std::set<const ir::BufferNode*> gemm_tiles(const Stmt& s) {
+  std::set<const ir::BufferNode*> t;
+  ir::for_each_stmt(s, [&](const Stmt& x) {
+    if (x->kind != ir::StmtKind::Gemm) return;
+    auto* g = as<ir::GemmNode>(x);
+    for (const ir::Region* r : {&g->a, &g->b, &g->c}) t.insert(r->buffer.get());
+  });
+  return t;
 }
 
 // A call the Vector unit would compute whose value the Cube core needs (review37 R3): split_cube_vector /
@@ -135,6 +148,8 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
   if (kernel->is_npu()) return vec::with_body(kernel, body);  // expert mode: the user's code, as written
   vec::Names names(kernel);
   const bool cube = has_gemm(body);  // a kernel with Cube code: split_cube_vector puts it on two cores
+  std::vector<std::pair<ir::Var, Expr>> retyped;  // float16 / bfloat16 lets of a call -> float32 names
+  const std::set<const ir::BufferNode*> cube_tiles = gemm_tiles(body);
   std::function<std::optional<std::vector<ir::Stmt>>(const ir::Stmt&)> f;
   f = [&](const ir::Stmt& s) -> std::optional<std::vector<ir::Stmt>> {
     std::vector<ir::Stmt> out;
@@ -170,11 +185,25 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
                  "in such a kernel a let runs on both the Cube and the Vector core",
                  "write the call inside the T.Parallel map that uses " + q(as<ir::LetNode>(s)->var->name) + " (T." +
                      ir::print(low.call) + " in its place there), or pass the value as a scalar parameter");
+    if (!out.empty() && s->kind == ir::StmtKind::Fill && cube_tiles.count(as<ir::FillNode>(s)->dst.buffer.get()))
+      cube_needs(low.call, "the T.fill of gemm tile " + q(as<ir::FillNode>(s)->dst.buffer->name),
+                 "the Cube core, which holds the tile, fills it",
+                 "fill a T.alloc_fragment tile with the value and T.copy it into " +
+                     q(as<ir::FillNode>(s)->dst.buffer->name) + ", or pass the value as a scalar parameter");
     if (out.empty() && !low.changed && !map) return std::nullopt;
+    if (y->kind == ir::StmtKind::Let) {  // a float16 / bfloat16 let now holding the float32 value: a float32 name
+      auto* n = as<ir::LetNode>(y);      // (its uses below substituted), or the AscendC would declare it 16-bit
+      if (n->value->dtype != n->var->dtype) {
+        ir::Var v = ir::var(n->var->name, n->value->dtype, n->var->span);
+        retyped.emplace_back(n->var, v);
+        y = std::make_shared<ir::LetNode>(v, n->value, y->span);
+      }
+    }
     out.push_back(y);  // a map whole: its lets and stores are not scalar code
     return out;
   };
   body = vec::rewrite_stmts(body, f);
+  if (!retyped.empty()) body = ir::substitute(body, retyped);
   return vec::with_body(kernel, body);
 }
 
