@@ -483,7 +483,7 @@ class CoreSync {
   std::vector<Block> blocks_;
   std::vector<int> instrs_;  // instruction nodes in program order
   std::vector<std::vector<std::pair<int, int>>> chains_;  // per node: see chain()
-  std::vector<int> first_pos_, last_pos_;  // per block: its instructions (and its kids') are pos first .. last
+  std::vector<int> block_first_, block_last_;  // per block: its instructions (those of its kids too) are at pos first .. last
   int root_ = -1;
   std::vector<Dep> deps_;
   std::map<std::tuple<int, int, bool>, int> dep_index_;
@@ -594,10 +594,10 @@ class CoreSync {
     for (size_t i = 0; i < nodes_.size(); ++i)
       for (int n = static_cast<int>(i); n >= 0; n = blocks_[nodes_[n].block].owner)
         chains_[i].emplace_back(nodes_[n].block, nodes_[n].index);
-    first_pos_.assign(blocks_.size(), INT_MAX), last_pos_.assign(blocks_.size(), -1);
+    block_first_.assign(blocks_.size(), INT_MAX), block_last_.assign(blocks_.size(), -1);
     for (int n : instrs_)
       for (auto [blk, idx] : chains_[n])
-        first_pos_[blk] = std::min(first_pos_[blk], nodes_[n].pos), last_pos_[blk] = std::max(last_pos_[blk], nodes_[n].pos);
+        block_first_[blk] = std::min(block_first_[blk], nodes_[n].pos), block_last_[blk] = std::max(block_last_[blk], nodes_[n].pos);
   }
   bool block_contains(int outer, int b) const {  // is block b inside (or equal to) block outer?
     while (b >= 0) {
@@ -776,7 +776,7 @@ class CoreSync {
       }
     // the instructions that may be between: those of C (contiguous in program order), and for an
     // intra dependence only those after a and before b
-    int lo = first_pos_[d.C], hi = last_pos_[d.C];
+    int lo = block_first_[d.C], hi = block_last_[d.C];
     if (!d.carried) lo = std::max(lo, nodes_[d.a].pos + 1), hi = std::min(hi, nodes_[d.b].pos - 1);
     for (int k = lo; k <= hi; ++k)
       for (bool after_a : {true, false}) {
@@ -1108,6 +1108,7 @@ class CoreSync {
     };
     std::vector<Item> todo{{q, w, -1}};
     std::vector<std::pair<Pipe, End>> loops;
+    std::vector<Item> passed;  // pairs passed over for not being Flags: the wait each would reach a pipe at
     Reached& out = walked.out;
     auto push = [&](Item e) {
       todo.push_back(e);
@@ -1126,8 +1127,9 @@ class CoreSync {
       for (int i : pairs_from(C, x)) {
         const SyncPair& g = pairs_[i];
         if (g.guard || (g.carried && (walk != Walk::Twice || g.slot_x || t.slot >= n))) continue;
-        if (g.kind != SyncPair::Flag) {
-          walked.deps.emplace_back(i, false);
+        if (g.kind != SyncPair::Flag) {  // as a Flag, its set would have to be after t
+          if (t.slot < g.s) passed.push_back({g.q, End{g.w, false, -1}, i});
+          else if (walk == Walk::Twice && !g.carried && t.slot < g.s + n) passed.push_back({g.q, End{g.w + n, false, -1}, i});
           continue;
         }
         if (walk != Walk::Twice || g.carried) {
@@ -1141,6 +1143,12 @@ class CoreSync {
       if (walk != Walk::Twice) through_loops(C, x, t, 0, walk == Walk::First, loops);
       else for (int o : {0, n}) through_loops(C, x, t, o, false, loops);
       for (auto [y, e] : loops) push({y, e, -1});
+    }
+    // a pair passed over matters only if its wait would reach its pipe earlier than the walk did
+    for (const auto& [y, e, i] : passed) {
+      bool earlier = false;
+      for (const auto& [x, v] : out) earlier = earlier || (x == y && (v.slot < e.slot || (v.slot == e.slot && !v.moved)));
+      if (!earlier) walked.deps.emplace_back(i, false);
     }
   }
   bool reaches(int C, Pipe q, End w, Pipe p, End s) const {
