@@ -1068,9 +1068,10 @@ class CoreSync {
   // than are not followed: they reach nothing more (the answer is the same, the walk is short).
   // Kept per start while the pairs it depends on keep their kind (a Flag, or not: colour() makes
   // pairs PIPE_ALLs and starts again from the uncoloured pairs): the pairs whose waits it reached
-  // pipes at, the pairs it passed over for not being Flags, and those of the walks in loops and
-  // `if`s it asked. The colouring asks may_share of every pair of a group, the same starts again
-  // and again; walked every time, its cost grew as the fourth power of a straight-line program.
+  // pipes at, the pairs it passed over for not being Flags whose waits would reach their pipes
+  // earlier than it did, and those of the walks in loops and `if`s it asked. The colouring asks
+  // may_share of every pair of a group, the same starts again and again; walked every time, its
+  // cost grew as the fourth power of a straight-line program (docs/performance.md, session 38).
   enum class Walk : uint8_t { Once, First, Twice };
   using Reached = std::vector<std::pair<Pipe, End>>;
   struct Walked {
