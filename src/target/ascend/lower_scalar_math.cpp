@@ -2,6 +2,7 @@
 // lower_scalar_math.h).
 #include "target/ascend/lower_scalar_math.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -53,6 +54,10 @@ struct Lowerer : ir::Mutator {
   Expr call;                               // the user's call of the last tile appended (a located error names it)
   Lowerer(vec::Names& n, std::vector<Stmt>& o) : names(n), out(o) {}
 
+  // a map over more than two dims: its leading loops (all but the last two), which legalize_vector runs serially
+  // around the 2-D map of the last two, so a value of their variables only is a scalar operand there
+  std::vector<const ir::ForNode*> rows;
+  std::vector<std::pair<ir::Var, Expr>> lets;  // the map's lets, each value in terms of the map's indices
   bool element_store = false;  // of an element store: no element read (select_instructions' one-element map)
   // no variable bound inside the statement (an element of a tile or tensor at such an index is too), and no
   // read of what the map stores: computed before the map it would read the element before the map's stores
@@ -67,10 +72,63 @@ struct Lowerer : ir::Mutator {
     });
     return s;
   }
+  // The leading loops whose variables e uses (its lets' values in their place), when it uses no other variable
+  // bound inside the statement, reads nothing the map stores, and reads tiles along rows (an element whose last
+  // index is a row's: r[i], s[a, i]; x[i, 0, 0] would be a column, which no vector instruction reads): a value per
+  // row of a map over more than two dims (T.rsqrt(r[i] / n + eps) over i, g, c); empty otherwise.
+  std::vector<const ir::ForNode*> row_loops(const Expr& e) const {
+    std::set<const ir::ExprNode*> used;
+    auto row = [&](const Expr& x) {
+      bool r = false;
+      ir::for_each_expr(x, [&](const Expr& v) {
+        r = r || std::any_of(rows.begin(), rows.end(), [&](const ir::ForNode* f) { return f->var.get() == v.get(); });
+      });
+      return r;
+    };
+    bool other = false;
+    ir::for_each_expr(ir::substitute(e, lets), [&](const Expr& x) {
+      if (x->kind == ir::ExprKind::Var && inner.count(x.get())) used.insert(x.get());
+      if (x->kind != ir::ExprKind::Load) return;
+      auto* l = as<ir::LoadNode>(x);
+      other = other || stored.count(l->buffer.get()) || (row(x) && (l->indices.empty() || !row(l->indices.back())));
+    });
+    std::vector<const ir::ForNode*> loops;
+    for (const ir::ForNode* f : rows)
+      if (used.erase(f->var.get())) loops.push_back(f);
+    if (other || !used.empty()) return {};
+    for (const ir::ForNode* f : loops)
+      if (!ir::as_const_int(f->extent) || ir::as_const_int(f->min) != 0) return {};
+    return loops;
+  }
+  // f(row values) -> the element of a tile of the call's dtype that one map over the rows computes before the
+  // map, as a user writes it by hand (for i in T.Parallel(bm): rr[i] = T.rsqrt(r[i] / n + eps)): one vector
+  // instruction per step for all rows, where each row's call would be scalar code
+  Expr per_row(const Expr& y, const std::vector<const ir::ForNode*>& loops) {
+    const ir::Span& sp = y->span;
+    std::vector<Expr> shape, at, idx;
+    std::vector<ir::Var> vars;
+    std::vector<std::pair<ir::Var, Expr>> sub;
+    for (const ir::ForNode* f : loops) {
+      vars.push_back(names.fresh_var(f->var->name, sp));
+      shape.push_back(f->extent);
+      at.push_back(f->var);
+      idx.push_back(vars.back());
+      sub.push_back({f->var, vars.back()});
+    }
+    ir::Buffer t = ir::buffer(names.fresh("tw_" + std::string(ir::mathfn_name(as<ir::CallNode>(y)->fn))), y->dtype,
+                              shape, ir::Scope::fragment, sp);
+    Stmt map = std::make_shared<ir::StoreNode>(t, idx, ir::substitute(ir::substitute(y, lets), sub), sp);
+    for (size_t k = loops.size(); k-- > 0;) map = vec::pfor(vars[k], *ir::as_const_int(loops[k]->extent), map, sp);
+    out.push_back(std::make_shared<ir::AllocNode>(t, sp));
+    out.push_back(map);
+    return ir::load(t, at, sp);
+  }
   using ir::Mutator::mutate;
   Expr mutate(const Expr& e) override {
     Expr y = ir::Mutator::mutate(e);  // inner calls first: their tiles are read by this one's argument
-    if (!y || y->kind != ir::ExprKind::Call || !scalar(y)) return y;
+    if (!y || y->kind != ir::ExprKind::Call) return y;
+    std::vector<const ir::ForNode*> loops;  // of a value per row (not a scalar)
+    if (!scalar(y) && (!y->dtype.is_float() || (loops = row_loops(y)).empty())) return y;
     auto* c = as<ir::CallNode>(y);
     if (c->fn == ir::MathFn::abs && y->dtype.is_int()) {  // |n| of an integer: max(n, 0 - n) on the scalar unit (review37
       const Expr& x = c->args[0];                          // R4: simulated, then 'internal: the AscendC printer got ...')
@@ -87,6 +145,7 @@ struct Lowerer : ir::Mutator {
       Expr e = ir::binary(ir::BinOp::Mul, ir::cast(c->args[1], kF32, sp), ir::float_imm(std::log(*base), kF32, sp), sp);
       return mutate(ir::cast(ir::call(ir::MathFn::exp, {e}, sp), y->dtype, sp));
     }
+    if (!loops.empty()) return per_row(y, loops);
     ir::Buffer t = ir::buffer(names.fresh("tw_" + std::string(ir::mathfn_name(c->fn))), kF32, {ir::int_imm(1)},
                               ir::Scope::fragment, sp);
     const Expr at0 = ir::load(t, {ir::int_imm(0)}, sp);
@@ -158,12 +217,23 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
     // t[k] = f(t[j]): a one-element vector instruction where both start a 32-byte block, else select_instructions'
     // located error (docs/ascend.md "Scalar reads and element stores of UB tiles"); f of scalars is lowered here
     low.element_store = s->kind == ir::StmtKind::Store;
-    if (map)
+    if (map) {
+      std::vector<const ir::ForNode*> nest;  // the nested T.Parallel loops at its top (legalize_vector's parallel_depth)
+      for (ir::Stmt x = s; x && x->kind == ir::StmtKind::For && as<ir::ForNode>(x)->for_kind == ir::ForKind::parallel;) {
+        nest.push_back(as<ir::ForNode>(x));
+        x = nest.back()->body;
+        while (x && x->kind == ir::StmtKind::Seq && as<ir::SeqNode>(x)->body.size() == 1) x = as<ir::SeqNode>(x)->body[0];
+      }
+      if (nest.size() > 2) low.rows.assign(nest.begin(), nest.end() - 2);
       ir::for_each_stmt(s, [&](const ir::Stmt& x) {
         if (x->kind == ir::StmtKind::For) low.inner.insert(as<ir::ForNode>(x)->var.get());
-        if (x->kind == ir::StmtKind::Let) low.inner.insert(as<ir::LetNode>(x)->var.get());
+        if (x->kind == ir::StmtKind::Let) {
+          low.inner.insert(as<ir::LetNode>(x)->var.get());
+          low.lets.push_back({as<ir::LetNode>(x)->var, ir::substitute(as<ir::LetNode>(x)->value, low.lets)});
+        }
         if (x->kind == ir::StmtKind::Store) low.stored.insert(as<ir::StoreNode>(x)->buffer.get());
       });
+    }
     ir::Stmt y = low.mutate(s);
     if (cube && !out.empty() && s->kind == ir::StmtKind::Let)
       cube_needs(low.call, "let " + q(as<ir::LetNode>(s)->var->name) + " of a kernel with Cube code (T.gemm)",

@@ -1,0 +1,143 @@
+"""Session 38 (h-legalize38): a math call of a row's value in a map over more than two dims (gated RMSNorm's /
+a 2-D layer norm's T.rsqrt(r[i] / n + eps) over i, g, c) is computed, not refused. legalize_vector runs the leading
+loops of such a map serially around a 2-D map of the last two, where r[i] is a scalar operand: the call was scalar
+code, verify_program's located error (integration fix 90337150) whose hint was the form a user writes by hand, the
+call over the rows in its own map first (rr[i]). lower_scalar_math now writes that form itself.
+"""
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+from ascend_util import TARGET
+
+# float32: a few ulp of the vector functions plus sums of G * C squares; float16 / bfloat16 outputs: one rounding
+TOL = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
+
+
+def rownorm(M, G, C, dt, form, bm=4):
+    """y = x * f(r[i]) over (bm, G, C), r[i] the row's sum of squares (rsqrt: RMSNorm of each row's G x C values)."""
+    n = float(G * C)
+
+    @T.prim_func
+    def main(X: T.Tensor((M, G, C), dt), Y: T.Tensor((M, G, C), dt)):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, G, C), "float32")
+            q = T.alloc_fragment((bm, G, C), "float32")
+            y = T.alloc_fragment((bm, G, C), dt)
+            s = T.alloc_fragment((bm, G), "float32")
+            r = T.alloc_fragment((bm,), "float32")
+            rr = T.alloc_fragment((bm,), "float32")
+            T.copy(X[bx * bm, 0, 0], x)
+            for i, g, c in T.Parallel(bm, G, C):
+                q[i, g, c] = x[i, g, c] * x[i, g, c]
+            T.reduce_sum(q, s, dim=2)
+            T.reduce_sum(s, r, dim=1)
+            if form == "hinted":  # the form verify_program's hint named (port37)
+                for i in T.Parallel(bm):
+                    rr[i] = T.rsqrt(r[i] / n + 1e-5)
+                for i, g, c in T.Parallel(bm, G, C):
+                    y[i, g, c] = x[i, g, c] * rr[i]
+            elif form == "rsqrt":
+                for i, g, c in T.Parallel(bm, G, C):
+                    y[i, g, c] = x[i, g, c] * T.rsqrt(r[i] / n + 1e-5)
+            elif form == "nested":  # exp / log / sqrt / pow of row values, one inside another, with the map's data
+                for i, g, c in T.Parallel(bm, G, C):
+                    y[i, g, c] = (x[i, g, c] * T.exp(-T.sqrt(r[i] / n)) + T.log(r[i] + 1.0) -
+                                  T.pow(r[i] / n + 1.0, 1.5) * 0.25)
+            elif form == "let":  # the row value through lets of the map
+                for i, g, c in T.Parallel(bm, G, C):
+                    m = r[i] / n
+                    v = m + 1e-5
+                    y[i, g, c] = x[i, g, c] * T.rsqrt(v) + T.exp(x[i, g, c] * 0.0) * T.log(m + 1.0)
+            elif form == "column":  # a row's value read down a column of x: no vector instruction reads it
+                for i, g, c in T.Parallel(bm, G, C):
+                    y[i, g, c] = x[i, g, c] * T.exp(x[i, 0, 0])
+            elif form == "literal_pow":  # c ** row value: exp(v * ln c) on the vector (Adam's b1 ** step, per row)
+                for i, g, c in T.Parallel(bm, G, C):
+                    y[i, g, c] = x[i, g, c] * 0.5 ** (r[i] / n)
+            T.copy(y, Y[bx * bm, 0, 0])
+    return main
+
+
+def ref(x, form):
+    X = x.astype(np.float64)
+    n = X.shape[1] * X.shape[2]
+    r = (X * X).sum((1, 2), keepdims=True)
+    if form in ("hinted", "rsqrt"):
+        return X / np.sqrt(r / n + 1e-5)
+    if form == "let":
+        return X / np.sqrt(r / n + 1e-5) + np.log(r / n + 1)
+    if form == "nested":
+        return X * np.exp(-np.sqrt(r / n)) + np.log(r + 1) - (r / n + 1) ** 1.5 * 0.25
+    return X * 0.5 ** (r / n)
+
+
+def run_both(prog, x, dt, want):
+    """cpu and ascend910b (simulated, checker on) against float64, and against each other; the simulated cycles."""
+    got = {}
+    for t in ("cpu", TARGET):
+        k = tw.compile(prog, target=t, out_idx=[-1])
+        if t == "cpu":
+            got[t] = k(x)
+        else:
+            p = k.profile(x)
+            assert p["reports"] == [], p["reports"]
+            got[t], cycles = p.outputs, p["total_cycles"]
+        np.testing.assert_allclose(got[t].astype(np.float64), want, rtol=TOL[dt], atol=TOL[dt], err_msg=t)
+    np.testing.assert_allclose(got["cpu"].astype(np.float64), got[TARGET].astype(np.float64), rtol=2 * TOL[dt],
+                               atol=2 * TOL[dt])
+    return cycles
+
+
+@pytest.mark.parametrize("M, G, C, dt", [(13, 3, 16, "float32"), (1, 3, 16, "float32"), (3, 1, 16, "float16"),
+                                         (17, 2, 8, "bfloat16")])
+def test_row_rsqrt_in_a_3d_map_runs(M, G, C, dt):
+    x = np.random.default_rng(38).standard_normal((M, G, C)).astype(tw.testing.np_dtype(dt))
+    run_both(rownorm(M, G, C, dt, "rsqrt"), x, dt, ref(x, "rsqrt"))
+
+
+@pytest.mark.parametrize("form", ["nested", "let", "literal_pow"])
+def test_row_math_nested_in_expressions(form):
+    x = np.random.default_rng(3).standard_normal((5, 2, 8)).astype(np.float32)
+    run_both(rownorm(5, 2, 8, "float32", form), x, "float32", ref(x, form))
+
+
+def row_scale4(A, B, G, C, dt):
+    """A map over four dims scaled by a math call of s[a, b] (the two leading loops run serially)."""
+    @T.prim_func
+    def main(X: T.Tensor((A, B, G, C), dt), S: T.Tensor((A, B), "float32"), Y: T.Tensor((A, B, G, C), dt)):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((A, B, G, C), dt)
+            s = T.alloc_fragment((A, B), "float32")
+            y = T.alloc_fragment((A, B, G, C), dt)
+            T.copy(X, x)
+            T.copy(S, s)
+            for a, b, g, c in T.Parallel(A, B, G, C):
+                y[a, b, g, c] = x[a, b, g, c] * T.sqrt(s[a, b]) + T.exp(s[a, b] * -0.5)
+            T.copy(y, Y)
+    return main
+
+
+def test_row_math_in_a_4d_map():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 2, 16)).astype(np.float16)
+    s = (0.5 + rng.random((2, 3))).astype(np.float32)
+    S = s.astype(np.float64)[..., None, None]
+    want = x.astype(np.float64) * np.sqrt(S) + np.exp(-0.5 * S)
+    for t in ("cpu", TARGET):
+        k = tw.compile(row_scale4(2, 3, 2, 16, "float16"), target=t, out_idx=[-1])
+        got = k(x, s) if t == "cpu" else k.profile(x, s).outputs
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=TOL["float16"], atol=TOL["float16"], err_msg=t)
+
+
+def test_row_value_read_down_a_column_is_still_a_located_error():
+    # x[i, 0, 0] over the rows is a column of x, which no vector instruction reads: the call stays per row, scalar
+    # code, verify_program's error at the call naming it (cpu runs it)
+    with pytest.raises(tw.TilewrightError, match=r"math function 'exp' of a scalar") as e:
+        tw.compile(rownorm(5, 2, 8, "float32", "column"), target=TARGET, out_idx=[-1])
+    assert "T.exp(x[i, 0, 0])" in str(e.value) and "rr[i]" in str(e.value), str(e.value)
+    x = np.random.default_rng(5).standard_normal((5, 2, 8)).astype(np.float32)
+    got = tw.compile(rownorm(5, 2, 8, "float32", "column"), target="cpu", out_idx=[-1])(x)
+    np.testing.assert_allclose(got, x * np.exp(x[:, :1, :1].astype(np.float64)), rtol=1e-6)
