@@ -141,3 +141,64 @@ def test_row_value_read_down_a_column_is_still_a_located_error():
     x = np.random.default_rng(5).standard_normal((5, 2, 8)).astype(np.float32)
     got = tw.compile(rownorm(5, 2, 8, "float32", "column"), target="cpu", out_idx=[-1])(x)
     np.testing.assert_allclose(got, x * np.exp(x[:, :1, :1].astype(np.float64)), rtol=1e-6)
+
+
+# ---- review37 R3: scalar math of a gemm kernel's vector code in a let --------------------------------------------
+# A let of T.rsqrt(a) (lower_scalar_math: an element of a one-element UB tile) or of a UB tile's element the user
+# wrote was refused in a kernel with a gemm (a let ran on both cores; the tile lives on the Vector core's UB): a let
+# used only in T.Parallel maps now runs on the Vector core alone (split_cube_vector), computed once, outside the
+# loop; a let the Cube code uses (an if around a gemm) stays a located error.
+def gemm_let(form, K=2, M=32):
+    @T.prim_func
+    def main(A: T.Tensor((K, M, M), "float16"), B: T.Tensor((M, M), "float16"), a: T.float32,
+             C: T.Tensor((K, M, M), "float32")):
+        with T.Kernel(1) as b:
+            As = T.alloc_shared((M, M), "float16")
+            Bs = T.alloc_shared((M, M), "float16")
+            acc = T.alloc_fragment((M, M), "float32")
+            o = T.alloc_fragment((M, M), "float32")
+            t = T.alloc_fragment((1,), "float32")
+            T.copy(B, Bs)
+            for i in T.Parallel(1):
+                t[i] = a * 0.5
+            if form == "math":
+                s = T.rsqrt(a) * 2.0
+            else:
+                s = t[0]
+            for k in T.serial(K):
+                T.copy(A[k, 0, 0], As)
+                T.gemm(As, Bs, acc, clear_accum=True)
+                if form == "cube" and s > 1.0:
+                    T.gemm(As, Bs, acc)
+                for i, j in T.Parallel(M, M):
+                    o[i, j] = acc[i, j] * s + T.exp(s * 0.1)
+                T.copy(o, C[k, 0, 0])
+    return main
+
+
+@pytest.mark.parametrize("form", ["math", "tile"])
+def test_gemm_kernel_let_used_in_maps_runs(form):
+    rng = np.random.default_rng(38)
+    A = (rng.integers(-3, 4, (2, 32, 32)) / 4).astype(np.float16)
+    B = (rng.integers(-3, 4, (32, 32)) / 4).astype(np.float16)
+    a = np.float32(4.0)
+    s = 1.0 if form == "math" else 2.0
+    want = np.einsum("kij,jl->kil", A.astype(np.float64), B) * s + np.exp(s * 0.1)
+    got = {}
+    for t in ("cpu", TARGET):
+        k = tw.compile(gemm_let(form), target=t, out_idx=[3])
+        if t == "cpu":
+            got[t] = k(A, B, a)
+        else:
+            p = k.profile(A, B, a)
+            assert p["reports"] == [], p["reports"]
+            got[t] = p.outputs
+        np.testing.assert_allclose(got[t], want, rtol=1e-6, atol=1e-6, err_msg=t)
+    np.testing.assert_allclose(got["cpu"], got[TARGET], rtol=1e-6, atol=1e-6)
+
+
+def test_gemm_kernel_let_the_cube_uses_is_located():
+    with pytest.raises(tw.TilewrightError, match=r"let 's' reads element t\[0\] of tile 't' as a scalar: .* the "
+                                                 r"Cube code uses 's'") as e:
+        tw.compile(gemm_let("cube"), target=TARGET, out_idx=[3])
+    assert "s = t[0]" in str(e.value) and "inside a T.Parallel map" in str(e.value), str(e.value)

@@ -194,6 +194,25 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
   if (kernel->is_npu()) return vec::with_body(kernel, body);  // expert mode: the user's code, as written
   vec::Names names(kernel);
   const bool cube = has_gemm(body);  // a kernel with Cube code: split_cube_vector puts it on two cores
+  // the lets whose variables only T.Parallel maps use (vector code): split_cube_vector keeps a let of a UB tile's
+  // element on the Vector core then (review37 R3)
+  struct Outside : ir::Visitor {  // the lets, and the variables used outside T.Parallel maps
+    std::set<const ir::ExprNode*> lets, used;
+    void visit(const ir::Stmt& s) override {
+      if (!s || (s->kind == ir::StmtKind::For && as<ir::ForNode>(s)->for_kind == ir::ForKind::parallel)) return;
+      if (s->kind == ir::StmtKind::Let) lets.insert(as<ir::LetNode>(s)->var.get());
+      ir::Visitor::visit(s);
+    }
+    void visit(const ir::Expr& e) override {
+      if (e && e->kind == ir::ExprKind::Var) used.insert(e.get());
+      ir::Visitor::visit(e);
+    }
+    using ir::Visitor::visit;
+  } outside;
+  if (cube) outside.visit(body);
+  std::set<const ir::ExprNode*> in_maps_only;
+  for (const auto* v : outside.lets)
+    if (!outside.used.count(v)) in_maps_only.insert(v);
   std::function<std::optional<std::vector<ir::Stmt>>(const ir::Stmt&)> f;
   f = [&](const ir::Stmt& s) -> std::optional<std::vector<ir::Stmt>> {
     std::vector<ir::Stmt> out;
@@ -235,11 +254,13 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
       });
     }
     ir::Stmt y = low.mutate(s);
-    if (cube && !out.empty() && s->kind == ir::StmtKind::Let)
+    if (cube && !out.empty() && s->kind == ir::StmtKind::Let && !in_maps_only.count(as<ir::LetNode>(s)->var.get()))
       cube_needs(low.call, "let " + q(as<ir::LetNode>(s)->var->name) + " of a kernel with Cube code (T.gemm)",
-                 "in such a kernel a let runs on both the Cube and the Vector core",
-                 "write the call inside the T.Parallel map that uses " + q(as<ir::LetNode>(s)->var->name) + " (T." +
-                     ir::print(low.call) + " in its place there), or pass the value as a scalar parameter");
+                 q(as<ir::LetNode>(s)->var->name) + " is used outside T.Parallel maps (a loop's extent, an if's "
+                 "condition, a copy's or a gemm's indices, another let), where the Cube core may need it, and the Cube "
+                 "core cannot read the Vector core's tile (a let used only in maps runs on the Vector core alone)",
+                 "use " + q(as<ir::LetNode>(s)->var->name) + " only inside T.Parallel maps (vector code), or pass "
+                 "the value as a scalar parameter (computed on the host)");
     if (out.empty() && !low.changed && !map) return std::nullopt;
     out.push_back(y);  // a map whole: its lets and stores are not scalar code
     return out;
