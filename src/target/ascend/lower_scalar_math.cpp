@@ -43,6 +43,42 @@ struct Folder : ir::Mutator {
   }
 };
 
+// y rebuilt by the builders, its dtype from its operands (a node over a value widened to its compute dtype)
+Expr retype(const Expr& y) {
+  switch (y->kind) {
+    case ir::ExprKind::Binary: {
+      auto* b = as<ir::BinaryNode>(y);
+      return ir::binary(b->op, b->a, b->b, y->span);
+    }
+    case ir::ExprKind::Unary: return ir::unary(as<ir::UnaryNode>(y)->op, as<ir::UnaryNode>(y)->a, y->span);
+    case ir::ExprKind::Call: return ir::call(as<ir::CallNode>(y)->fn, as<ir::CallNode>(y)->args, y->span);
+    case ir::ExprKind::Select: {
+      auto* c = as<ir::SelectNode>(y);
+      return ir::select(c->cond, c->t, c->f, y->span);
+    }
+    default: return y;
+  }
+}
+
+// e with its float16 / bfloat16 leaves (elements, variables, literals) in float32 and the nodes over them retyped: the
+// value computed as the map computes it (in float32, rounded once where stored: docs/language.md), where a cast of the
+// float16 result would round it first. A conversion the user wrote keeps its rounding.
+struct Widen : ir::Mutator {
+  using ir::Mutator::mutate;
+  Expr mutate(const Expr& e) override {
+    switch (e->kind) {
+      case ir::ExprKind::Load:
+      case ir::ExprKind::Var:
+      case ir::ExprKind::FloatImm: return e->dtype.is_float() ? ir::cast(e, vec::compute_type(e->dtype), e->span) : e;
+      case ir::ExprKind::Cast: return e;
+      default: {
+        Expr y = ir::Mutator::mutate(e);
+        return y == e ? e : retype(y);
+      }
+    }
+  }
+};
+
 // Each call of a scalar (no variable of `inner`) replaced by the element of a one-element tile the
 // statements appended to `out` compute it in.
 struct Lowerer : ir::Mutator {
@@ -115,17 +151,38 @@ struct Lowerer : ir::Mutator {
       idx.push_back(vars.back());
       sub.push_back({f->var, vars.back()});
     }
-    ir::Buffer t = ir::buffer(names.fresh("tw_" + std::string(ir::mathfn_name(as<ir::CallNode>(y)->fn))), y->dtype,
-                              shape, ir::Scope::fragment, sp);
-    Stmt map = std::make_shared<ir::StoreNode>(t, idx, ir::substitute(ir::substitute(y, lets), sub), sp);
+    // in the call's compute dtype (float32 for float16 / bfloat16): the map's arithmetic is computed in it and rounded
+    // once where stored, on cpu too; the nodes above the element take their dtypes from it (retype)
+    const ir::DType ct = vec::compute_type(y->dtype);
+    widened = widened || ct != y->dtype;
+    ir::Buffer t = ir::buffer(names.fresh("tw_" + std::string(ir::mathfn_name(as<ir::CallNode>(y)->fn))), ct, shape,
+                              ir::Scope::fragment, sp);
+    Stmt map = std::make_shared<ir::StoreNode>(t, idx, ir::cast(Widen{}.mutate(ir::substitute(ir::substitute(y, lets), sub)), ct, sp), sp);
     for (size_t k = loops.size(); k-- > 0;) map = vec::pfor(vars[k], *ir::as_const_int(loops[k]->extent), map, sp);
     out.push_back(std::make_shared<ir::AllocNode>(t, sp));
     out.push_back(map);
     return ir::load(t, at, sp);
   }
+  bool widened = false;  // a row's value read from a tile of a wider dtype than its call's
+  Stmt mutate(const Stmt& s) override {  // a widened value stored / bound: converted there, as the frontend writes it
+    Stmt y = ir::Mutator::mutate(s);
+    if (!widened || y == s) return y;
+    if (y->kind == ir::StmtKind::Store) {
+      auto* n = as<ir::StoreNode>(y);
+      if (n->value->dtype != n->buffer->dtype)
+        return std::make_shared<ir::StoreNode>(n->buffer, n->indices, ir::cast(n->value, n->buffer->dtype, n->span), n->span);
+    }
+    if (y->kind == ir::StmtKind::Let) {
+      auto* n = as<ir::LetNode>(y);
+      if (n->value->dtype != n->var->dtype)
+        return std::make_shared<ir::LetNode>(n->var, ir::cast(n->value, n->var->dtype, n->span), n->span);
+    }
+    return y;
+  }
   using ir::Mutator::mutate;
   Expr mutate(const Expr& e) override {
     Expr y = ir::Mutator::mutate(e);  // inner calls first: their tiles are read by this one's argument
+    if (widened && y != e) y = retype(y);
     if (!y || y->kind != ir::ExprKind::Call) return y;
     std::vector<const ir::ForNode*> loops;  // of a value per row (not a scalar)
     if (!scalar(y) && (!y->dtype.is_float() || (loops = row_loops(y)).empty())) return y;
@@ -184,8 +241,8 @@ std::string scalar_math_hint(const std::string& fn) {
   return "the Ascend scalar unit has no math functions: compute it on the Vector unit in a one-element tile "
          "(t = T.alloc_fragment((1,), \"float32\"); for i in T.Parallel(1): t[i] = x; for i in T.Parallel(1): t[i] = T." +
          fn + "(t[i])) and use t[0], or pass the value as a scalar parameter; a value per row of a map over more than two "
-         "dimensions (T." + fn + "(r[i] ...) in a map over i, g, c): compute it over the vector first in its own "
-         "T.Parallel map (rr[i] = T." + fn + "(r[i] ...)) and use rr[i]";
+         "dimensions read down a column (T." + fn + "(x[i, 0, 0]) in a map over i, g, c): compute the call over a slice "
+         "of rows first (for i, c in T.Parallel(bm, C): e[i, c] = T." + fn + "(x[i, 0, c])) and use e[i, 0]";
 }
 
 ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& target) {
@@ -223,8 +280,9 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
       if (!out.empty() && (has_gemm(n->then_body) || has_gemm(n->else_body)))
         cube_needs(low.call, "the condition of an if around T.gemm",
                    "the Cube core, which runs the gemm, evaluates the condition too",
-                   "pass the value as a scalar parameter (computed on the host), or put only vector code "
-                   "(T.Parallel maps) under the if");
+                   "pass the value as a scalar parameter (computed on the host), compare the call's argument "
+                   "instead where the function is monotonic (T.exp(x) > c as x > math.log(c)), or put only vector "
+                   "code (T.Parallel maps) under the if");
       if (out.empty() && !low.changed) return std::nullopt;
       out.push_back(std::make_shared<ir::IfNode>(c, vec::rewrite_stmts(n->then_body, f),
                                                  n->else_body ? vec::rewrite_stmts(n->else_body, f) : nullptr, s->span));
