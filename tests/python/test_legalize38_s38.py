@@ -45,7 +45,7 @@ def rownorm(M, G, C, dt, form, bm=4):
             elif form == "nested":  # exp / log / sqrt / pow of row values, one inside another, with the map's data
                 for i, g, c in T.Parallel(bm, G, C):
                     y[i, g, c] = (x[i, g, c] * T.exp(-T.sqrt(r[i] / n)) + T.log(r[i] + 1.0) -
-                                  T.pow(r[i] / n + 1.0, 1.5) * 0.25)
+                                  T.pow(r[i] / n + 1.0, 1.5) * 0.25 + 0.5 ** (r[i] / n))
             elif form == "let":  # the row value through lets of the map
                 for i, g, c in T.Parallel(bm, G, C):
                     m = r[i] / n
@@ -60,9 +60,6 @@ def rownorm(M, G, C, dt, form, bm=4):
                     e[i, c] = T.exp(x[i, 0, c])
                 for i, g, c in T.Parallel(bm, G, C):
                     y[i, g, c] = x[i, g, c] * e[i, 0]
-            elif form == "literal_pow":  # c ** row value: exp(v * ln c) on the vector (Adam's b1 ** step, per row)
-                for i, g, c in T.Parallel(bm, G, C):
-                    y[i, g, c] = x[i, g, c] * 0.5 ** (r[i] / n)
             T.copy(y, Y[bx * bm, 0, 0])
     return main
 
@@ -75,13 +72,12 @@ def ref(x, form):
         return X / np.sqrt(r / n + 1e-5)
     if form == "let":
         return X / np.sqrt(r / n + 1e-5) + np.log(r / n + 1)
-    if form == "nested":
-        return X * np.exp(-np.sqrt(r / n)) + np.log(r + 1) - (r / n + 1) ** 1.5 * 0.25
-    return X * 0.5 ** (r / n)
+    assert form == "nested"  # 0.5 ** v: exp(v * ln 0.5) on the vector (Adam's b1 ** step, per row)
+    return X * np.exp(-np.sqrt(r / n)) + np.log(r + 1) - (r / n + 1) ** 1.5 * 0.25 + 0.5 ** (r / n)
 
 
 def run_both(prog, x, dt, want):
-    """cpu and ascend910b (simulated, checker on) against float64, and against each other; the simulated cycles."""
+    """cpu and ascend910b (simulated, checker on) against float64, and against each other."""
     got = {}
     for t in ("cpu", TARGET):
         k = tw.compile(prog, target=t, out_idx=[-1])
@@ -90,21 +86,19 @@ def run_both(prog, x, dt, want):
         else:
             p = k.profile(x)
             assert p["reports"] == [], p["reports"]
-            got[t], cycles = p.outputs, p["total_cycles"]
+            got[t] = p.outputs
         np.testing.assert_allclose(got[t].astype(np.float64), want, rtol=TOL[dt], atol=TOL[dt], err_msg=t)
     np.testing.assert_allclose(got["cpu"].astype(np.float64), got[TARGET].astype(np.float64), rtol=2 * TOL[dt],
                                atol=2 * TOL[dt])
-    return cycles
 
 
-@pytest.mark.parametrize("M, G, C, dt", [(13, 3, 16, "float32"), (1, 3, 16, "float32"), (3, 1, 16, "float16"),
-                                         (17, 2, 8, "float32")])
+@pytest.mark.parametrize("M, G, C, dt", [(17, 3, 16, "float32"), (1, 3, 16, "float32"), (3, 1, 16, "float16")])
 def test_row_rsqrt_in_a_3d_map_runs(M, G, C, dt):
     x = np.random.default_rng(38).standard_normal((M, G, C)).astype(tw.testing.np_dtype(dt))
     run_both(rownorm(M, G, C, dt, "rsqrt"), x, dt, ref(x, "rsqrt"))
 
 
-@pytest.mark.parametrize("form", ["nested", "let", "literal_pow"])
+@pytest.mark.parametrize("form", ["nested", "let"])
 def test_row_math_nested_in_expressions(form):
     x = np.random.default_rng(3).standard_normal((5, 2, 8)).astype(np.float32)
     run_both(rownorm(5, 2, 8, "float32", form), x, "float32", ref(x, form))
@@ -172,14 +166,12 @@ def test_row_math_in_a_4d_map():
 
 def test_row_value_read_down_a_column_is_still_a_located_error():
     # x[i, 0, 0] over the rows is a column of x, which no vector instruction reads: the call stays per row, scalar
-    # code, verify_program's error at the call naming it (cpu runs it)
+    # code, verify_program's error at the call naming it; the hint's form runs
     with pytest.raises(tw.TilewrightError, match=r"math function 'exp' of a scalar") as e:
         tw.compile(rownorm(5, 2, 8, "float32", "column"), target=TARGET, out_idx=[-1])
     assert "T.exp(x[i, 0, 0])" in str(e.value) and "e[i, c] = T.exp(x[i, 0, c])" in str(e.value), str(e.value)
     x = np.random.default_rng(5).standard_normal((5, 2, 8)).astype(np.float32)
     want = x * np.exp(x[:, :1, :1].astype(np.float64))
-    got = tw.compile(rownorm(5, 2, 8, "float32", "column"), target="cpu", out_idx=[-1])(x)
-    np.testing.assert_allclose(got, want, rtol=1e-6)
     run_both(rownorm(5, 2, 8, "float32", "column_hinted"), x, "float32", want)
 
 
