@@ -94,6 +94,7 @@ struct Lowerer : ir::Mutator {
   // around the 2-D map of the last two, so a value of their variables only is a scalar operand there
   std::vector<const ir::ForNode*> rows;
   std::vector<std::pair<ir::Var, Expr>> lets;  // the map's lets, each value in terms of the map's indices
+  bool widened = false;  // a row's value read from a tile of a wider dtype than its call's (per_row)
   bool element_store = false;  // of an element store: no element read (select_instructions' one-element map)
   // no variable bound inside the statement (an element of a tile or tensor at such an index is too), and no
   // read of what the map stores: computed before the map it would read the element before the map's stores
@@ -136,7 +137,7 @@ struct Lowerer : ir::Mutator {
       if (!ir::as_const_int(f->extent) || ir::as_const_int(f->min) != 0) return {};
     return loops;
   }
-  // f(row values) -> the element of a tile of the call's dtype that one map over the rows computes before the
+  // f(row values) -> the element of a tile of the call's compute dtype that one map over the rows computes before the
   // map, as a user writes it by hand (for i in T.Parallel(bm): rr[i] = T.rsqrt(r[i] / n + eps)): one vector
   // instruction per step for all rows, where each row's call would be scalar code
   Expr per_row(const Expr& y, const std::vector<const ir::ForNode*>& loops) {
@@ -157,20 +158,21 @@ struct Lowerer : ir::Mutator {
     widened = widened || ct != y->dtype;
     ir::Buffer t = ir::buffer(names.fresh("tw_" + std::string(ir::mathfn_name(as<ir::CallNode>(y)->fn))), ct, shape,
                               ir::Scope::fragment, sp);
-    Stmt map = std::make_shared<ir::StoreNode>(t, idx, ir::cast(Widen{}.mutate(ir::substitute(ir::substitute(y, lets), sub)), ct, sp), sp);
+    Expr value = ir::cast(Widen{}.mutate(ir::substitute(ir::substitute(y, lets), sub)), ct, sp);
+    Stmt map = std::make_shared<ir::StoreNode>(t, idx, value, sp);
     for (size_t k = loops.size(); k-- > 0;) map = vec::pfor(vars[k], *ir::as_const_int(loops[k]->extent), map, sp);
     out.push_back(std::make_shared<ir::AllocNode>(t, sp));
     out.push_back(map);
     return ir::load(t, at, sp);
   }
-  bool widened = false;  // a row's value read from a tile of a wider dtype than its call's
   Stmt mutate(const Stmt& s) override {  // a widened value stored / bound: converted there, as the frontend writes it
     Stmt y = ir::Mutator::mutate(s);
     if (!widened || y == s) return y;
     if (y->kind == ir::StmtKind::Store) {
       auto* n = as<ir::StoreNode>(y);
       if (n->value->dtype != n->buffer->dtype)
-        return std::make_shared<ir::StoreNode>(n->buffer, n->indices, ir::cast(n->value, n->buffer->dtype, n->span), n->span);
+        return std::make_shared<ir::StoreNode>(n->buffer, n->indices, ir::cast(n->value, n->buffer->dtype, n->span),
+                                               n->span);
     }
     if (y->kind == ir::StmtKind::Let) {
       auto* n = as<ir::LetNode>(y);
