@@ -573,8 +573,8 @@ class Splitter {
     // No hand-off (Cube and vector code side by side, not talking): every tile stays whole on both
     // AIVs, and AIV 0 alone stores to GM below, as for a whole tile (both storing the same bytes is
     // a race; both adding them, with T.atomic_add, would add twice).
-    // Propagate: tiles indexed by the row variable of a map over row tiles, reduce partners,
-    // UB -> UB copy partners (each with the row count of the tile it is connected to).
+    // Propagate: tiles indexed by the row variable of a map over row tiles or by a row loop's r,
+    // reduce partners, UB -> UB copy partners (each with the row count of the tile it is connected to).
     for (bool changed = true; changed;) {
       changed = false;
       auto add = [&](const Buffer& b, int64_t M) {
@@ -593,6 +593,19 @@ class Splitter {
           if (M > 0)
             for (auto& [b, idx] : acc)
               if (!idx.empty() && idx[0].get() == f->var.get()) add(b, M);
+        } else if (s->kind == StmtKind::For && ir::as<ir::ForNode>(s)->for_kind == ir::ForKind::serial &&
+                   ir::as_const_int(ir::as<ir::ForNode>(s)->min) == 0) {
+          // a row loop (for r in T.serial(M)) over row tiles at row r: the tiles it reads or writes at row r hold
+          // rows too (o2[r, j] = o[r, j] * 2.0 wrote only this AIV's rows of o2, which AIV 0 then stored whole)
+          auto* f = ir::as<ir::ForNode>(s);
+          std::vector<std::pair<Buffer, std::vector<Expr>>> acc;
+          collect_elem(s, acc);
+          const int64_t n = ir::as_const_int(f->extent).value_or(-1);
+          bool row = false;
+          for (auto& [b, idx] : acc) row = row || (row_of(b.get()) == n && !idx.empty() && idx[0].get() == f->var.get());
+          if (row)
+            for (auto& [b, idx] : acc)
+              if (!idx.empty() && idx[0].get() == f->var.get()) add(b, n);
         } else if (s->kind == StmtKind::Reduce) {
           auto* r = ir::as<ir::ReduceNode>(s);
           int64_t M = std::max(row_of(r->src.get()), row_of(r->dst.get()));
