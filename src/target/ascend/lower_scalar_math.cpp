@@ -297,11 +297,15 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
     // located error (docs/ascend.md "Scalar reads and element stores of UB tiles"); f of scalars is lowered here
     low.element_store = s->kind == ir::StmtKind::Store;
     if (map) {
-      std::vector<const ir::ForNode*> nest;  // the nested T.Parallel loops at its top (legalize_vector's parallel_depth)
-      for (ir::Stmt x = s; x && x->kind == ir::StmtKind::For && as<ir::ForNode>(x)->for_kind == ir::ForKind::parallel;) {
+      std::vector<const ir::ForNode*> nest;  // the T.Parallel loops nested at its top (legalize_vector's parallel_depth)
+      auto parallel = [](const ir::Stmt& x) {
+        return x && x->kind == ir::StmtKind::For && as<ir::ForNode>(x)->for_kind == ir::ForKind::parallel;
+      };
+      for (ir::Stmt x = s; parallel(x);) {
         nest.push_back(as<ir::ForNode>(x));
         x = nest.back()->body;
-        while (x && x->kind == ir::StmtKind::Seq && as<ir::SeqNode>(x)->body.size() == 1) x = as<ir::SeqNode>(x)->body[0];
+        while (x && x->kind == ir::StmtKind::Seq && as<ir::SeqNode>(x)->body.size() == 1)
+          x = as<ir::SeqNode>(x)->body[0];
       }
       if (nest.size() > 2) low.rows.assign(nest.begin(), nest.end() - 2);
       ir::for_each_stmt(s, [&](const ir::Stmt& x) {

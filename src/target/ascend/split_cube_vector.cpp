@@ -329,12 +329,13 @@ class Splitter {
         ir::for_each_expr(s, [&](const Expr& e) {
           if (e->kind != ir::ExprKind::Load || ir::as<ir::LoadNode>(e)->buffer->scope == Scope::global) return;
           const Buffer& b = ir::as<ir::LoadNode>(e)->buffer;
-          std::string msg = "let " + q(ir::as<ir::LetNode>(s)->var->name) + " reads element " + ir::print(e) +
-                            " of tile " + q(b->name) + " as a scalar: in a kernel with Cube and Vector code the let runs on " +
-                            (b->scope == Scope::UB && !mixed(b) ? "the Vector core, where the tile lives, and the Cube code uses "
-                                                                + q(ir::as<ir::LetNode>(s)->var->name)
-                                                              : "both cores, and a tile lives on one of them");
-          if (b->scope != Scope::UB || mixed(b)) throw ir::Error(msg, sp, v_let_hint());
+          const std::string& name = ir::as<ir::LetNode>(s)->var->name;
+          const bool vector = b->scope == Scope::UB && !mixed(b);
+          std::string msg = "let " + q(name) + " reads element " + ir::print(e) + " of tile " + q(b->name) +
+                            " as a scalar: in a kernel with Cube and Vector code the let runs on " +
+                            (vector ? "the Vector core, where the tile lives, and the Cube code uses " + q(name)
+                                    : std::string("both cores, and a tile lives on one of them"));
+          if (!vector) throw ir::Error(msg, sp, v_let_hint());
           v_lets_.emplace(ir::as<ir::LetNode>(s)->var.get(), std::make_pair(msg, sp));
         });
         return s;
@@ -602,7 +603,8 @@ class Splitter {
           collect_elem(s, acc);
           const int64_t n = ir::as_const_int(f->extent).value_or(-1);
           bool row = false;
-          for (auto& [b, idx] : acc) row = row || (row_of(b.get()) == n && !idx.empty() && idx[0].get() == f->var.get());
+          for (auto& [b, idx] : acc)
+            row = row || (row_of(b.get()) == n && !idx.empty() && idx[0].get() == f->var.get());
           if (row)
             for (auto& [b, idx] : acc)
               if (!idx.empty() && idx[0].get() == f->var.get()) add(b, n);
