@@ -179,12 +179,10 @@ def test_guarded_stores_inside_are_silent_and_exact(name, n):
     assert reports == [] and y.tolist() == _guarded_want(n).tolist(), reports
 
 
-@pytest.mark.xfail(strict=True, reason="open (c): a store under a data-dependent `if` is staged as preload + select + "
-                   "one window copied out, which cannot tell the user's stores from the preloaded elements the "
-                   "condition skips (a guard bounding the index is read: test_guarded_stores_*)")
 def test_store_under_an_if_past_the_row_is_reported():
+    """(c) closed by h-bounds38 (the simulator follows which UB elements still hold the preload's: test_bounds38_s38)."""
     _, reports = _ascend("under_if", 3)  # x[j] > 2 at j = 5..7: Y[0, 8..10]
-    assert any("out of bounds" in r for r in reports), reports
+    assert any("a T.Parallel map stores index 8 of dimension 1 of tensor Y" in r for r in reports), reports
 
 
 def test_store_under_an_if_in_range_exact():
@@ -213,7 +211,7 @@ for name, n, _, _ in B.OUTSIDE + [("under_if", 3, None, None)]:
 
 def test_cpu_checked_reports_the_same_index(tmp_path):
     """The same kernels on cpu under TW_BOUNDS_CHECK=1 (read once per process: a child) report the index ascend910b
-    reports (and (c)'s store, which ascend910b does not yet)."""
+    reports (and (c)'s store, which ascend910b reports since h-bounds38)."""
     from tw_test_util import suite_cache_dir
     env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
     env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": suite_cache_dir(tmp_path)})

@@ -205,7 +205,7 @@ class Selector {
                         gap(call, "dstStride", c.n_rows, floordiv(sub(c.dst_stride, round32(add(lead, c.row_bytes))), C(32)),
                             kU32, "32 B blocks"),
                         c.pad, field("DataCopyPadExtParams", "leftPadding", left, 0, kU8, "elements"),
-                        field("DataCopyPadExtParams", "rightPadding", right, 0, kU8, "elements"), C(0)};
+                        field("DataCopyPadExtParams", "rightPadding", right, 0, kU8, "elements"), C(0), c.preload};
     return guarded({c.n_rows}, ins(std::move(x)));
   }
 
