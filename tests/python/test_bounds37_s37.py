@@ -9,9 +9,7 @@ elements the condition skips included, so it cannot tell the user's stores from 
 reports are compared with cpu's (the same kernels in one child process under TW_BOUNDS_CHECK=1), and the in-range
 controls with numpy, the checker on.
 """
-import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -212,15 +210,10 @@ for name, n, _, _ in B.OUTSIDE + [("under_if", 3, None, None)]:
 def test_cpu_checked_reports_the_same_index(tmp_path):
     """The same kernels on cpu under TW_BOUNDS_CHECK=1 (read once per process: a child) report the index ascend910b
     reports (and (c)'s store, which ascend910b reports since h-bounds38)."""
-    from tw_test_util import suite_cache_dir
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
-    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": suite_cache_dir(tmp_path)})
-    here = str(pathlib.Path(__file__).resolve().parent)
-    p = subprocess.run([sys.executable, "-c", CHILD, here], env=env, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr
-    lines = p.stdout.strip().splitlines()
+    from tw_test_util import bounds_checked_child
+    lines = bounds_checked_child(CHILD, tmp_path)
     for (name, n, _, (i, d)), ln in zip(OUTSIDE + [("under_if", 3, None, (8, 1))], lines):
-        assert ln.startswith(f"{name} {n} index {i} is out of bounds for dimension {d}"), p.stdout
+        assert ln.startswith(f"{name} {n} index {i} is out of bounds for dimension {d}"), lines
 
 
 # port36 F4 (fixed): an error at a statement of a loop that multi_buffer unrolls printed the loop's internal variable,

@@ -9,9 +9,7 @@ preload's (written.h), and the copy out reports the first element outside the te
 compared with cpu's (the same kernels in one child process under TW_BOUNDS_CHECK=1), and the in-range controls with
 numpy, the checker on.
 """
-import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -171,7 +169,6 @@ def test_the_printed_code_is_the_unchecked_copys():
 
 CHILD = r'''
 import sys
-import numpy as np
 sys.path.insert(0, sys.argv[1])
 import tilewright as tw
 import test_bounds38_s38 as B
@@ -188,16 +185,11 @@ for form, n, dtype, _, _ in B.OUTSIDE:
 def test_cpu_checked_reports_the_same_index(tmp_path):
     """The same kernels on cpu under TW_BOUNDS_CHECK=1 (read once per process: a child) report the index ascend910b
     reports."""
-    from tw_test_util import suite_cache_dir
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
-    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": suite_cache_dir(tmp_path)})
-    here = str(pathlib.Path(__file__).resolve().parent)
-    p = subprocess.run([sys.executable, "-c", CHILD, here], env=env, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr
-    lines = p.stdout.strip().splitlines()
-    assert len(lines) == len(OUTSIDE), p.stdout
+    from tw_test_util import bounds_checked_child
+    lines = bounds_checked_child(CHILD, tmp_path)
+    assert len(lines) == len(OUTSIDE), lines
     for (form, n, dtype, i, d), ln in zip(OUTSIDE, lines):
-        assert ln.startswith(f"{form} {n} {dtype} index {i} is out of bounds for dimension {d}"), p.stdout
+        assert ln.startswith(f"{form} {n} {dtype} index {i} is out of bounds for dimension {d}"), lines
 
 
 @pytest.mark.xfail(strict=True, reason="open: an int32 (any dtype but float16 / float32) map's `where` blends with "
