@@ -17,7 +17,7 @@ uint8_t* grow(std::vector<uint8_t>& v, int64_t end) {
   if (static_cast<int64_t>(v.size()) < end) v.resize(static_cast<size_t>(end), 0);
   return v.data();
 }
-// each row of r (the first `row_bytes` of it when row_bytes is given) set to value
+// the row_bytes bytes of each row of r set to value
 void fill(uint8_t* p, const Rect& r, uint8_t value) {
   if (r.rows == 1 || r.stride == r.row_bytes) {
     std::memset(p + r.start, value, static_cast<size_t>(r.end() - r.start));
