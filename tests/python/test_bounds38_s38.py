@@ -26,8 +26,9 @@ def make(form, dtype="float32"):
     """Y[., j + n] = x[j] (Y of 2 x 8, x = X's 8 elements in a tile) under a condition per form:
     data: `if x[j] > 2` (tile data); tensor: `if X[j] > 2` (tensor data); big: `if x[j] > 7` (only j = 7);
     lower: `if j + n >= 0` (a lower bound); both: `if j + n >= 0 and j + n < 8` (right); else: the store in
-    the else branch of `if x[j] < 4`; nested: `if x[j] > 2:` then `if j + n < 9` (off by one); row: Y[n, j] under
-    `if x[j] > 2` (a run-time row)."""
+    the else branch of `if x[j] < 4`; nested: `if x[j] > 2:` then `if j + n < 9` (off by one); inplace:
+    `Y[0, j + n] = Y[0, j + n] * 2` under `if x[j] > 2` (float16 computes it in float32: the preload cast up and
+    back); row: Y[n, j] under `if x[j] > 2` (a run-time row)."""
     @T.prim_func
     def k(X: T.Tensor((8,), dtype), N: T.Tensor((1,), "int32"), Y: T.Tensor((2, 8), dtype)):
         with T.Kernel(1) as bx:
@@ -61,6 +62,9 @@ def make(form, dtype="float32"):
                     if x[j] > 2:
                         if j + n < 9:
                             Y[0, j + n] = x[j]
+                elif form == "inplace":
+                    if x[j] > 2:
+                        Y[0, j + n] = Y[0, j + n] * 2
                 else:  # row
                     if x[j] > 2:
                         Y[n, j] = x[j]
@@ -105,11 +109,11 @@ def _want(form, n, dtype="float32"):
         return y
     cond = {"data": x > 2, "tensor": x > 2, "big": x > 7, "lower": np.arange(8) + n >= 0,
             "both": (np.arange(8) + n >= 0) & (np.arange(8) + n < 8), "else": ~(x < 4),
-            "nested": (x > 2) & (np.arange(8) + n < 9), "row": x > 2}[form]
+            "nested": (x > 2) & (np.arange(8) + n < 9), "inplace": x > 2, "row": x > 2}[form]
     for j in range(8):
         r, c = (n, j) if form == "row" else (0, j + n)
         if cond[j] and 0 <= r < 2 and 0 <= c < 8:
-            y[r, c] = x[j]
+            y[r, c] = y[r, c] * 2 if form == "inplace" else x[j]
     return y
 
 
@@ -132,6 +136,7 @@ OUTSIDE = [("data", 3, "float32", 8, 1),        # x[j] > 2 at j = 2..7: Y[0, 5..
            ("lower", 3, "float16", 8, 1),       # a lower bound alone
            ("else", 2, "float32", 8, 1),        # the else branch: j = 3..7 -> Y[0, 5..9]
            ("nested", 3, "float16", 8, 1),        # an upper bound under a data-dependent if: off by one
+           ("inplace", 3, "float16", 8, 1),     # cpu reports the read of index 8 first, the same index
            ("row", 5, "float32", 5, 0),         # a row wholly outside Y's 2 rows
            ("2d", (2, 0), "float32", 3, 0),     # rows 2..3 of 3: row 3 (x[1, j]) outside
            ("2d", (0, 4), "float16", 8, 1)]     # columns 4..11 of 8 (row 1)
@@ -149,7 +154,7 @@ def test_store_under_a_condition_past_the_tensor_is_reported(form, n, dtype, i, 
 # the stores the condition makes all inside the tensor (the window itself partly or wholly outside): no report
 INSIDE = [("data", 0, "float32"), ("data", -2, "float16"), ("both", 3, "float32"), ("both", -2, "float16"),
           ("big", 0, "float16"), ("lower", -2, "float32"), ("else", -3, "float32"), ("nested", -1, "float32"),
-          ("tensor", -2, "float32"), ("row", 1, "float16"), ("2d", (-1, 0), "float32"), ("2d", (1, 0), "float16")]
+          ("tensor", -2, "float32"), ("inplace", -1, "float16"), ("row", 1, "float16"), ("2d", (-1, 0), "float32"), ("2d", (1, 0), "float16")]
 
 
 @pytest.mark.parametrize("form, n, dtype", INSIDE, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in INSIDE])

@@ -240,7 +240,10 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
     const int64_t sepb = 32 / ses, depb = 32 / des;
     const auto& sv = bytes_[static_cast<size_t>(read->space - first_)];
     const uint8_t sg = gen_[static_cast<size_t>(read->space - first_)], dg = gen_[static_cast<size_t>(write->space - first_)];
-    std::vector<std::pair<int64_t, bool>> out;  // destination element address, written (all read first: in place)
+    // and holds the preload's where its source element does (a float16 map computes in float32: the preload cast
+    // up, selected, cast back)
+    struct Elem { int64_t at; bool written, kept; };  // the destination's (all read first: in place)
+    std::vector<Elem> out;
     out.reserve(static_cast<size_t>(std::max<int64_t>(0, x->mask * x->repeat)));
     for (int64_t rp = 0; rp < x->repeat; ++rp)
       for (int64_t k = 0; k < x->mask; ++k) {
@@ -248,15 +251,17 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
         const int64_t da = write->rect.start + rp * x->rep[0] * 32 + (k / depb) * x->blk[0] * 32 + (k % depb) * des;
         bool w = sa >= 0 && sa + ses <= static_cast<int64_t>(sv.size());
         for (int b = 0; w && b < ses; ++b) w = sv[static_cast<size_t>(sa + b)] == sg;
-        out.emplace_back(da, w);
+        out.push_back({da, w, any_kept_ && kept(read->space, sa, ses)});
       }
     int64_t hi = 0;
-    for (const auto& [da, w] : out) hi = std::max(hi, da + des);
+    for (const auto& e : out) hi = std::max(hi, e.at + des);
     uint8_t* dp = map(write->space, hi);
-    for (const auto& [da, w] : out)
-      if (da >= 0) std::memset(dp + da, w ? dg : 0, static_cast<size_t>(des));
-    for (const auto& a : acc)
-      if (a.write) keep(a.space, a.rect, false);
+    uint8_t* kp = any_kept_ ? grow(kept_[static_cast<size_t>(write->space - first_)], hi) : nullptr;
+    for (const auto& e : out) {
+      if (e.at < 0) continue;
+      std::memset(dp + e.at, e.written ? dg : 0, static_cast<size_t>(des));
+      if (kp) std::memset(kp + e.at, e.kept ? dg : 0, static_cast<size_t>(des));
+    }
     return;
   }
   if (auto* x = std::get_if<RVecCall>(&r.op);

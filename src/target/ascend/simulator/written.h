@@ -23,7 +23,7 @@
 // The preloaded state (session 38, h-bounds38): a byte of UB holds the preload's when the preload of a map's
 // staged stores wrote it (program.h WindowCheck::preload: its copy in and the zero fill of its tail) and no
 // other instruction wrote it since; a Select's lane takes the state of the lane it takes (as for written), a
-// DataCopy UB -> UB copies it, any other write clears it. The preload's copy out reports the first element
+// DataCopy UB -> UB copies it, a Cast's element its source element's, any other write clears it. The preload's copy out reports the first element
 // of its window outside the tensor that does not hold the preload's: the map stored it (`out of bounds`, as
 // cpu under TW_BOUNDS_CHECK=1 reports the store). Functional runs only (a Select's lanes are data).
 //
