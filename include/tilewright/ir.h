@@ -107,7 +107,8 @@ inline constexpr int kNotPrec = 3, kUnaryPrec = 11, kCallPrec = 12;
   X(floor, 1, false, "round down")                    \
   X(ceil, 1, false, "round up")                       \
   X(pow, 2, false, "x ** y")                          \
-  X(silu, 1, false, "x * sigmoid(x)")
+  X(silu, 1, false, "x * sigmoid(x)")                  \
+  X(fma, 3, false, "x * y + z rounded once (a fused multiply-add)")
 
 // X(enumerator): the name is the enumerator's spelling.
 #define TW_FOR_KINDS(X) X(serial) X(parallel) X(pipelined) X(unroll)

@@ -458,7 +458,9 @@ Expr call(MathFn fn, std::vector<Expr> args, Span s) {
                 s);
   if (mathfn_takes_int(fn) && args[0]->dtype.is_int())
     return std::make_shared<CallNode>(fn, std::move(args), args[0]->dtype, std::move(s));
-  if (args.size() == 2) unify(args[0], args[1]);
+  // one type for all the arguments (fma's three: pairwise until they agree; types only rise)
+  for (int pass = 0; pass < 3; ++pass)
+    for (size_t i = 1; i < args.size(); ++i) unify(args[0], args[i]);
   for (auto& a : args)
     if (!a->dtype.is_float()) a = is_literal(a) ? retype_literal(a, DTypeCode::f32) : cast(a, DTypeCode::f32, a->span);
   DType t = args[0]->dtype;

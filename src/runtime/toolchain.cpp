@@ -407,7 +407,12 @@ std::string missing_cpu_features(const std::string& required) {
 }
 
 std::vector<std::string> default_compile_flags(const std::string& arch) {
-    std::vector<std::string> f{"-O3", "-march=" + arch, "-std=c++20", "-fPIC", "-shared", "-fno-plt"};
+    // -ffp-contract=off: every float operation the kernel writes is rounded on its own, as the
+    // language says, numpy computes and the ascend910b simulator and printed AscendC do (g++'s
+    // default, fast, fused `t - (t - v)` after `t = v * c` into fma(v, c, -v): Veltkamp's split and
+    // Dekker's product then computed other values than on ascend910b). The compiler's own FMAs (the
+    // tw_cpu/math.h polynomials, the gemm micro-kernels, simd::fma) are written explicitly and kept.
+    std::vector<std::string> f{"-O3", "-march=" + arch, "-std=c++20", "-fPIC", "-shared", "-fno-plt", "-ffp-contract=off"};
     // On AVX-512 targets the hand-written vectors (tw_cpu/simd.h: reductions, gemm, row kernels)
     // are 512-bit, but g++ and clang++ tune -march=native on Intel cores (icelake-server,
     // sapphirerapids) to auto-vectorise with 256-bit vectors, so every T.Parallel map and

@@ -43,7 +43,7 @@ std::string target_cpu_features(const std::string& arch);
 std::string missing_cpu_features(const std::string& required);
 
 // Flags every kernel is compiled with (before caller extras): -O3 -march=<arch> -std=c++20
-// -fPIC -shared -fno-plt, and -mprefer-vector-width=512 when `arch` has AVX-512F
+// -fPIC -shared -fno-plt -ffp-contract=off, and -mprefer-vector-width=512 when `arch` has AVX-512F
 // (target_cpu_features(arch)).
 std::vector<std::string> default_compile_flags(const std::string& arch = cpu_arch());
 

@@ -25,9 +25,10 @@ ir::Kernel hoist_map_invariants(const ir::Kernel& k);
 
 // The rule both users share: e with each maximal float32/float64 subexpression that mentions
 // `with` but not `without`, holds a math call or a division, and loads only non-global buffers
-// outside `written` replaced by replace(subexpression) -- except a product or its negation, which
-// g++ (-ffp-contract=fast, its default) may fuse with the add it feeds into an fma: its operands
-// are taken instead, so the adds see the same operands and round the same way. The replaced value
+// outside `written` replaced by replace(subexpression) -- except a product or its negation: its
+// operands are taken instead (written while g++ fused a product with the add it feeds, before
+// kernels were compiled with -ffp-contract=off in session 37; hoisting the product whole is now
+// bit-identical too, a change left to be measured on its own). The replaced value
 // is computed by the same operations: results are bit-identical. hoist_map_invariants uses it per
 // column (with = the column variable, without = the row's); codegen_cpu per row of a fused map
 // (with = the row variable, without = the column's).

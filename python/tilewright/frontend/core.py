@@ -810,7 +810,7 @@ class Parser:
         return self._minmax(node, "max")
 
     def _math(self, node, fn):
-        params = ["x", "y"][:_MATH_ARITY[fn]]
+        params = ["x", "y", "z"][:_MATH_ARITY[fn]]
         a = self.call_args(node, f"T.{fn}", params)
         return ir.call(fn, [self.to_ir(self.arg(a[p]), a[p]) for p in params], self.span(node))
 

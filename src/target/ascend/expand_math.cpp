@@ -79,6 +79,7 @@ Expr expand(const ir::CallNode* c, const Span& sp) {
       }
       return nullptr;  // legalize_vector reports the exponent
     }
+    case ir::MathFn::fma:  // lower_scalar_math wrote every T.fma as arithmetic (fma_as_mul_add)
     case ir::MathFn::abs:  // an instruction for floats; int |x| in legalize_vector (conditions too)
     case ir::MathFn::exp: case ir::MathFn::log: case ir::MathFn::sqrt:  // instructions
     case ir::MathFn::floor: case ir::MathFn::ceil:  // legalize_vector: a CAST_FLOOR Cast (floor_ceil)

@@ -3347,7 +3347,7 @@ int MapLowering::build_uncached(const Expr& e) {
         case ir::MathFn::floor: case ir::MathFn::ceil:
           return floor_ceil(c->fn == ir::MathFn::ceil, x, t, sp);
         case ir::MathFn::exp2: case ir::MathFn::log2: case ir::MathFn::rsqrt: case ir::MathFn::sigmoid:
-        case ir::MathFn::silu: case ir::MathFn::tanh: case ir::MathFn::erf:
+        case ir::MathFn::silu: case ir::MathFn::tanh: case ir::MathFn::erf: case ir::MathFn::fma:
           break;
       }
       fail("T." + std::string(ir::mathfn_name(c->fn)) + " is not supported on Ascend vector units yet", sp,

@@ -36,6 +36,7 @@ struct Folder : ir::Mutator {
     Expr y = ir::Mutator::mutate(e);
     if (!y || y->kind != ir::ExprKind::Call || !y->dtype.is_float()) return y;
     auto* c = as<ir::CallNode>(y);
+    if (c->fn == ir::MathFn::fma) return y;  // Lowerer: fma_as_mul_add
     auto x = literal(c->args[0]);
     auto p = c->args.size() > 1 ? literal(c->args[1]) : std::optional<double>(0.0);
     if (!x || !p) return y;
@@ -86,7 +87,7 @@ struct Lowerer : ir::Mutator {
   std::vector<Stmt>& out;
   std::set<const ir::ExprNode*> inner;  // variables bound inside the statement (a map's indices, its lets)
   std::set<const ir::BufferNode*> stored;  // the tiles and tensors a map stores to
-  bool changed = false;                    // an integer |n| rewritten (no tile appended)
+  bool changed = false;                    // an integer |n| or an fma rewritten (no tile appended)
   Expr call;                               // the user's call of the last tile appended (a located error names it)
   Lowerer(vec::Names& n, std::vector<Stmt>& o) : names(n), out(o) {}
 
@@ -184,6 +185,10 @@ struct Lowerer : ir::Mutator {
   using ir::Mutator::mutate;
   Expr mutate(const Expr& e) override {
     Expr y = ir::Mutator::mutate(e);  // inner calls first: their tiles are read by this one's argument
+    if (y && y->kind == ir::ExprKind::Call && as<ir::CallNode>(y)->fn == ir::MathFn::fma) {
+      changed = true;  // every T.fma, of scalars or in a map: arithmetic, or the located error of a float32 fma
+      return fma_as_mul_add(*as<ir::CallNode>(y));
+    }
     if (widened && y != e) y = retype(y);
     if (!y || y->kind != ir::ExprKind::Call) return y;
     std::vector<const ir::ForNode*> loops;  // of a value per row (not a scalar)

@@ -334,8 +334,10 @@ class CodeGen {
                       bool nonpos = false);
   // one chunk of a fused map + row reduction (emit_map_reduce, emit_row_pipeline): the map's values
   // into tw_c[0, tw_jn), reduced into acc0..acc3 as emit_vec_reduce and the scalar tail into tail
+  // (keep: the chunk is the tile's, read later; else a local buffer, and a sum of a product is
+  // accumulated with one fma per element, the product written nowhere)
   void emit_chunk_map_reduce(const ForNode& inner, DType dt, const Expr& value, bool nonpos, ReduceKind kind,
-                             bool nan, const std::string& acc, const std::string& tail);
+                             bool nan, bool keep, const std::string& acc, const std::string& tail);
 
   // --- checked mode (TW_BOUNDS_CHECK=1): each tile has a written flag per element (`<tile>_w`,
   // same layout), clear at its allocation. After each statement emit_written sets the flags of
@@ -1523,7 +1525,7 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   emit_prefetch_next(t, vi);
   std::string chunk = keep ? tn + " + " + vi + " * " + E1s + " + tw_j0" : "tw_buf";
   line("float* const tw_c = " + chunk + ";");
-  emit_chunk_map_reduce(inner, t->dtype, value, false, rd.reduce_kind, nan_checked(rd), "tw_v", "tw_acc");
+  emit_chunk_map_reduce(inner, t->dtype, value, false, rd.reduce_kind, nan_checked(rd), keep, "tw_v", "tw_acc");
   if (blocked) {
     open("if ((tw_j0 + " + C + ") % " + std::to_string(kSumBlock) + " == 0)");
     emit_sum_block_flush("tw_v", "tw_d");
@@ -1892,13 +1894,14 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       // the tile is written only when a later statement reads it (@fuse_reduce(keep)), as in
       // emit_map_reduce: else the chunk stays in a local buffer and the tile's rows are not
       // written to the cache for nothing
-      if (find_annotation(g.map, "fuse_reduce")->args.at(0) != 0) {
+      const bool keep = find_annotation(g.map, "fuse_reduce")->args.at(0) != 0;
+      if (keep) {
         line("float* const tw_c = " + buf_name(t) + " + " + rows[q] + " * " + E1s + " + tw_j0;");
       } else {
         line("alignas(64) float tw_buf[" + C + "];");
         line("float* const tw_c = tw_buf;");
       }
-      emit_chunk_map_reduce(*g.inner, t->dtype, g.value, g.nonpos, g.rd->reduce_kind, nan_checked(*g.rd), pre[q] + "v",
+      emit_chunk_map_reduce(*g.inner, t->dtype, g.value, g.nonpos, g.rd->reduce_kind, nan_checked(*g.rd), keep, pre[q] + "v",
                             pre[q] + "acc");
       live_views_.erase(t.get());  // the map overwrote the tile: later passes read the tile
     }
@@ -2011,8 +2014,42 @@ void CodeGen::emit_chunk_map(const std::string& dst, const ForNode& inner, DType
 // registers) a chunk's argument and result were 16 vectors computed before their sum, which g++
 // kept on the stack: softmax 8192 x 4096 4-9% and log_softmax 0-4% less time on a Zen 4 core at
 // -march=x86-64-v3 (docs/performance.md "Session 34: ... (h-avx2rows34)").
+//
+// A sum of a float32 product a * b whose values feed only the reduction (not keep: the tile is read
+// nowhere else) accumulates each product with one fma: a reduction's order and rounding are the
+// target's (docs/language.md "T.reduce_sum"), the elementwise arithmetic a kernel writes is rounded
+// op by op (kernels are compiled with -ffp-contract=off). The factors go into local chunks (b's
+// only when it differs from a: `d * d` is one chunk), each vector into its accumulator by
+// tw_cpu::simd::fma, the same accumulators in the same order as the rounded product's sum.
+// rms_norm's and layer_norm's sums of squares (docs/performance.md, session 38).
 void CodeGen::emit_chunk_map_reduce(const ForNode& inner, DType dt, const Expr& value, bool nonpos, ReduceKind kind,
-                                    bool nan, const std::string& acc, const std::string& tail) {
+                                    bool nan, bool keep, const std::string& acc, const std::string& tail) {
+  const auto* mul = value->kind == ExprKind::Binary ? as<BinaryNode>(value) : nullptr;
+  const DType f32(DTypeCode::f32);
+  if (!keep && kind == ReduceKind::sum && mul && mul->op == BinOp::Mul && dt == f32 && mul->dtype == f32 &&
+      mul->a->dtype == f32 && mul->b->dtype == f32) {
+    const bool square = ir::structural_equal(mul->a, mul->b);
+    emit_chunk_map("tw_c", inner, dt, mul->a);
+    std::string b = "tw_c";
+    if (!square) {
+      line("alignas(64) float tw_cb[" + std::to_string(kOutChunk) + "];  // the second factor");
+      emit_chunk_map("tw_cb", inner, dt, mul->b);
+      b = "tw_cb";
+    }
+    line("int64_t tw_q = 0;");
+    auto ld = [&](const std::string& p, const std::string& at) { return "tw_cpu::simd::loadu(" + p + " + " + at + ")"; };
+    open("for (; tw_q + 4 * tw_cpu::simd::kVF <= tw_jn; tw_q += 4 * tw_cpu::simd::kVF)");
+    for (int u = 0; u < 4; ++u) {
+      const std::string at = "tw_q + " + std::to_string(u) + " * tw_cpu::simd::kVF", v = acc + std::to_string(u);
+      line(v + " = tw_cpu::simd::fma(" + ld("tw_c", at) + ", " + ld(b, at) + ", " + v + ");");
+    }
+    close();
+    open("for (; tw_q + tw_cpu::simd::kVF <= tw_jn; tw_q += tw_cpu::simd::kVF)");
+    line(acc + "0 = tw_cpu::simd::fma(" + ld("tw_c", "tw_q") + ", " + ld(b, "tw_q") + ", " + acc + "0);");
+    close();
+    line("for (; tw_q < tw_jn; ++tw_q) " + tail + " = tw_cpu::detail::fmadd(tw_c[tw_q], " + b + "[tw_q], " + tail + ");");
+    return;
+  }
   const bool sub = chunk_call(value, dt) != nullptr;
   if (sub) {
     open("for (int64_t tw_u = 0; tw_u < tw_jn; tw_u += 4 * tw_cpu::simd::kVF)");

@@ -16,8 +16,8 @@ namespace tw::cpu {
 // value's dtype, so the value is not converted) and, when it holds a math call or a division, is
 // used at most once after it (a costly value is not computed twice). codegen_cpu computes a let
 // in its compute type (float for float16 / bfloat16 / float32, double, int64_t, bool), as it
-// computes the same expression written in place, and g++ contracts a product into an add across
-// statements as within one (-ffp-contract=fast acts on the SSA form): the same bits. Maps whose
+// computes the same expression written in place, and kernels are compiled with -ffp-contract=off
+// (no product fused into an add, across statements or within one): the same bits. Maps whose
 // lets do not all qualify, and maps that are not full-tile maps once inlined, are left as written.
 ir::Kernel inline_map_lets(const ir::Kernel& k);
 

@@ -35,6 +35,8 @@ inline MathPattern math_pattern(ir::MathFn f) {
     case ir::MathFn::ceil: return {"__builtin_ceilf($0)", "__builtin_ceil($0)"};
     case ir::MathFn::pow: return {"__builtin_powf($0, $1)", "__builtin_pow($0, $1)"};
     case ir::MathFn::silu: return {"tw_cpu::silu($0)", "(($0) / (1.0 + __builtin_exp(-($0))))"};
+    // one rounding: vfmadd where the target has FMA (g++ vectorises it), else libm's fmaf (exact, slow)
+    case ir::MathFn::fma: return {"__builtin_fmaf($0, $1, $2)", "__builtin_fma($0, $1, $2)"};
   }
   throw ir::Error("internal: math function #" + std::to_string(static_cast<int>(f)) + " has no cpu row");
 }

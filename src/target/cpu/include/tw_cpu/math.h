@@ -482,8 +482,9 @@ TW_CPU_INLINE float tanh(float x) {
   float n = t - kShift;
   float r = fmadd(n, -0.693145751953125f, 2.0f * ac);  // ln2 hi (16 bits): n*hi exact
   r = fmadd(n, -1.428606765330187e-06f, r);           // ln2 lo
-  float e = poly5(r, kExpPoly) * bitsf(fbits(t) << 23);  // * 2^n: exact
-  float big = 1.0f - 2.0f / (e + 1.0f);
+  // e^{2|x|} + 1 = p(r) * 2^n + 1 as one multiply-add (kernels are compiled with -ffp-contract=off:
+  // written out; the product is exact, so the bits are those of the product and a sum)
+  float big = 1.0f - 2.0f / fmadd(poly5(r, kExpPoly), bitsf(fbits(t) << 23), 1.0f);
   float res = fsel(ax < 0.55f, small, big);
   return fsel(x == x, copysign_(res, x), x);
 }
@@ -515,7 +516,7 @@ TW_CPU_INLINE float erf(float x) {
   q = fmadd(q, uq, -1.723935044e-01f);
   q = fmadd(q, uq, 3.822837582e-01f);
   q = fmadd(q, uq, 3.059529888e-01f);
-  float big = 1.0f - tw_cpu::exp(-ac * ac) * q;
+  float big = fmadd(-tw_cpu::exp(-ac * ac), q, 1.0f);  // 1 - e^{-x^2} Q in one rounding
   float r = fsel(ax < 1.0f, small, big);
   r = fsel(x != x, x, r);
   return copysign_(r, x);
