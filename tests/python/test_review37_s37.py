@@ -99,6 +99,12 @@ def gemm_scalar_math(form, M=32):
             elif form == "in_map":
                 for i, j in T.Parallel(M, M):
                     o[i, j] = acc[i, j] * T.rsqrt(a)
+            elif form == "let_if":  # (session 38) a let the Cube core needs: the condition of an if around a gemm
+                s = T.rsqrt(a)
+                if s < 1.0:
+                    T.gemm(As, Bs, acc)
+                for i, j in T.Parallel(M, M):
+                    o[i, j] = acc[i, j]
             elif form == "if_gemm":
                 if T.rsqrt(a) < 1.0:
                     T.gemm(As, Bs, acc)
@@ -118,7 +124,7 @@ def _check_gemm_scalar_math(form):
     A, B = [(rng.integers(-3, 4, (32, 32)) / 4).astype(np.float16) for _ in range(2)]
     p = A.astype(np.float64) @ B
     a = np.float32(0.5 if form == "if_param" else 4.0)
-    ref = p * 0.5 if form == "in_map" else 2 * p
+    ref = p * 0.5 if form in ("in_map", "let") else 2 * p
     k = {t: tw.compile(gemm_scalar_math(form), target=t, out_idx=[3]) for t in ("cpu", TARGET)}
     np.testing.assert_allclose(k["cpu"](A, B, a), ref, rtol=1e-6)
     np.testing.assert_array_equal(run_checked(k[TARGET], A, B, a), k["cpu"](A, B, a))
@@ -126,12 +132,15 @@ def _check_gemm_scalar_math(form):
 
 
 def test_r3_the_hints_forms_run():
-    # the let's hint: the call in the map (on the Vector unit, its value read back); the if's: a scalar parameter
+    # the let's hint: the call in the map (on the Vector unit, its value read back); the if's: a scalar parameter;
+    # (session 38, h-legalize38) the let used only in maps runs as written: split_cube_vector keeps a let of a UB
+    # tile's element on the Vector core
     assert "GetValue(0)" in _check_gemm_scalar_math("in_map")
+    assert "GetValue(0)" in _check_gemm_scalar_math("let")
     _check_gemm_scalar_math("if_param")
 
 
-@pytest.mark.parametrize("form, where", [("let", "let 's' of a kernel with Cube code"),
+@pytest.mark.parametrize("form, where", [("let_if", "let 's' of a kernel with Cube code"),
                                          ("if_gemm", "the condition of an if around T.gemm")])
 def test_r3_cube_side_scalar_math_names_the_call(form, where):
     # was (int37): "let 's' reads element tw_rsqrt_0[0] of tile 'tw_rsqrt_0' ..." / "buffer 'tw_exp_0' is used
@@ -140,9 +149,9 @@ def test_r3_cube_side_scalar_math_names_the_call(form, where):
         tw.compile(gemm_scalar_math(form), target=TARGET, out_idx=[3])
     msg = str(e.value)
     assert "T.rsqrt(a) in " + where in msg and "tw_rsqrt" not in msg, msg
-    line = "s = T.rsqrt(a)" if form == "let" else "if T.rsqrt(a) < 1.0:"
+    line = "s = T.rsqrt(a)" if form == "let_if" else "if T.rsqrt(a) < 1.0:"
     assert line in msg, msg  # the user's source line
-    assert ("inside the T.Parallel map that uses 's'" if form == "let" else "as a scalar parameter") in msg, msg
+    assert ("use 's' only inside T.Parallel maps" if form == "let_if" else "as a scalar parameter") in msg, msg
 
 
 # ---- R4: |n| of an integer scalar simulated, then did not print ('internal: the AscendC printer got ...') -------

@@ -367,6 +367,18 @@ struct SyncPair {
   bool guarded = false;  // pair with a guard before its set: the set stays put (see guard_carried)
   bool body_guard = false;  // guard shared by the intra pairs of one pipe pair of a loop body
   ir::Span set_span, wait_span, hoist_span;
+  // set_places_of / wait_places_of, computed when first asked for (the colouring asks for them in
+  // its innermost loops); a copy starts empty, and a change of the pair in place clears them
+  struct Places {
+    mutable std::optional<std::vector<std::pair<int, int>>> set, wait;
+    Places() = default;
+    Places(const Places&) {}
+    Places& operator=(const Places&) {
+      clear();
+      return *this;
+    }
+    void clear() { set.reset(), wait.reset(); }
+  } places;
 };
 
 
@@ -471,10 +483,12 @@ class CoreSync {
   std::vector<Block> blocks_;
   std::vector<int> instrs_;  // instruction nodes in program order
   std::vector<std::vector<std::pair<int, int>>> chains_;  // per node: see chain()
+  std::vector<int> block_first_, block_last_;  // per block: its instructions (those of its kids too) are at pos first .. last
   int root_ = -1;
   std::vector<Dep> deps_;
   std::map<std::tuple<int, int, bool>, int> dep_index_;
   std::vector<SyncPair> pairs_;
+  std::map<std::pair<int, int>, std::vector<int>> from_;  // pairs_from()
   std::set<std::pair<Pipe, Pipe>> loose_;  // pipe pairs placed with covering pairs (ids ran out)
   std::set<std::pair<Pipe, Pipe>> merge_;  // loose pipe pairs whose ids still ran out: carried pairs merge
 
@@ -580,6 +594,10 @@ class CoreSync {
     for (size_t i = 0; i < nodes_.size(); ++i)
       for (int n = static_cast<int>(i); n >= 0; n = blocks_[nodes_[n].block].owner)
         chains_[i].emplace_back(nodes_[n].block, nodes_[n].index);
+    block_first_.assign(blocks_.size(), INT_MAX), block_last_.assign(blocks_.size(), -1);
+    for (int n : instrs_)
+      for (auto [blk, idx] : chains_[n])
+        block_first_[blk] = std::min(block_first_[blk], nodes_[n].pos), block_last_[blk] = std::max(block_last_[blk], nodes_[n].pos);
   }
   bool block_contains(int outer, int b) const {  // is block b inside (or equal to) block outer?
     while (b >= 0) {
@@ -756,8 +774,13 @@ class CoreSync {
         d.keep = false;
         return;
       }
-    for (int c : instrs_)
+    // the instructions that may be between: those of C (contiguous in program order), and for an
+    // intra dependence only those after a and before b
+    int lo = block_first_[d.C], hi = block_last_[d.C];
+    if (!d.carried) lo = std::max(lo, nodes_[d.a].pos + 1), hi = std::min(hi, nodes_[d.b].pos - 1);
+    for (int k = lo; k <= hi; ++k)
       for (bool after_a : {true, false}) {
+        int c = instrs_[k];
         if ((!after_a && !d.carried) || !between(d, c, after_a)) continue;
         const Dep* l1 = find(d.a, c, d.carried && !after_a);
         const Dep* l2 = find(c, d.b, d.carried && after_a);
@@ -864,6 +887,7 @@ class CoreSync {
           covered = true;  // (a pair that would hold back work of either pipe does not cover)
           sp.bs.push_back(d->b);
           sp.as.push_back(d->a);
+          sp.places.clear();
         }
       // Ids of this pipe pair ran out even with covering pairs (merge_): a carried dependence joins
       // a carried pair of the same loop body and pipe pair, which then sets at the later of the two
@@ -878,6 +902,7 @@ class CoreSync {
             sp.s = std::max(sp.s, s), sp.w = std::min(sp.w, w);
             sp.bs.push_back(d->b);
             sp.as.push_back(d->a);
+            sp.places.clear();
             break;
           }
       if (covered) continue;
@@ -948,6 +973,7 @@ class CoreSync {
       for (int x : sp.as) last_a = std::max(last_a, index_in(x));
       if (first_b > last_a) return;
       sp.C = br, sp.s = last_a + 1, sp.w = first_b + static_cast<int>(blocks_[br].kids.size());
+      sp.places.clear();
     }
   }
 
@@ -969,25 +995,27 @@ class CoreSync {
   struct End {
     int slot;
     bool moved;  // sunk into kid slot (a wait) / risen into kid slot - 1 (a set), or inside it
-    const SyncPair* pair = nullptr;  // whose wait / set (its places); null: unknown
+    int pair = -1;  // whose wait / set (its places): an index into pairs_; -1: unknown
     auto key() const { return std::make_tuple(slot, moved, pair); }
   };
+  int ix(const SyncPair& sp) const { return static_cast<int>(&sp - pairs_.data()); }  // sp is in pairs_
   bool wait_before_set(End w, End s) const {
     if (w.slot >= s.slot) return false;
     if (!(w.slot + 1 == s.slot && w.moved && s.moved)) return true;
-    return w.pair && s.pair && places_ordered(*w.pair, *s.pair);
+    return w.pair >= 0 && s.pair >= 0 && places_ordered(pairs_[w.pair], pairs_[s.pair]);
   }
-  std::vector<std::pair<int, int>> wait_places_of(const SyncPair& sp) const {
+  const std::vector<std::pair<int, int>>& wait_places_of(const SyncPair& sp) const {
+    if (sp.places.wait) return *sp.places.wait;
     int w = sp.carried ? sp.w - static_cast<int>(blocks_[sp.C].kids.size()) : sp.w;
     std::vector<std::pair<int, int>> places;
     branch_places(sp.C, w, sp.bs, sp.relay ? sp.r : sp.q, /*wait=*/true, places);
-    return places;
+    return *(sp.places.wait = std::move(places));
   }
   // Does every set of pair sp come after a wait of pair wp on its path (their places in emit())?
   // A wait at slot a of block W precedes a set at slot b of W when a < b (a set goes before the
   // waits of its slot), and a set inside kid k of W when a <= k.
   bool places_ordered(const SyncPair& wp, const SyncPair& sp) const {
-    auto waits = wait_places_of(wp);
+    const auto& waits = wait_places_of(wp);
     for (auto [sb, ss] : set_places_of(sp)) {
       bool ok = false;
       for (auto [wb, ws] : waits) {
@@ -1010,28 +1038,128 @@ class CoreSync {
   // Does emit() move sp's wait / set out of its slot into the `if` next to it (branch_places)?
   bool wait_sinks(const SyncPair& sp) const {
     int w = sp.carried ? sp.w - static_cast<int>(blocks_[sp.C].kids.size()) : sp.w;
-    return wait_places_of(sp) != std::vector<std::pair<int, int>>{{sp.C, w}};
+    const auto& places = wait_places_of(sp);
+    return places.size() != 1 || places[0] != std::make_pair(sp.C, w);
   }
   bool set_rises(const SyncPair& sp) const {
-    return set_places_of(sp) != std::vector<std::pair<int, int>>{{sp.C, sp.s}};
+    const auto& places = set_places_of(sp);
+    return places.size() != 1 || places[0] != std::make_pair(sp.C, sp.s);
   }
-  End wait_end(const SyncPair& sp, int offset = 0) const { return {sp.w + offset, wait_sinks(sp), &sp}; }
-  End set_end(const SyncPair& sp, int offset = 0) const { return {sp.s + offset, set_rises(sp), &sp}; }
+  End wait_end(const SyncPair& sp, int offset = 0) const { return {sp.w + offset, wait_sinks(sp), ix(sp)}; }
+  End set_end(const SyncPair& sp, int offset = 0) const { return {sp.s + offset, set_rises(sp), ix(sp)}; }
 
-  bool reaches(int C, Pipe q, End w, Pipe p, End s) const {
-    std::vector<std::pair<Pipe, End>> todo{{q, w}};
-    std::set<std::pair<Pipe, std::tuple<int, bool, const SyncPair*>>> seen;
-    while (!todo.empty()) {
-      auto [x, t] = todo.back();
-      todo.pop_back();
-      if (!seen.insert({x, t.key()}).second) continue;
-      if (x == p && wait_before_set(t, s)) return true;
-      for (const SyncPair& g : pairs_)
-        if (g.kind == SyncPair::Flag && !g.carried && !g.guard && g.C == C && g.p == x && wait_before_set(t, set_end(g)))
-          todo.push_back({g.q, wait_end(g)});
-      through_loops(C, x, t, 0, false, todo);
+  // The pairs of pairs_ placed in block C whose set is on pipe p, in pairs_' order (what reaches(),
+  // reaches2() and pipes_in() follow from a pipe; index_pairs() after pairs_ is built or replaced).
+  const std::vector<int>& pairs_from(int C, Pipe p) const {
+    static const std::vector<int> none;
+    auto it = from_.find({C, static_cast<int>(p)});
+    return it == from_.end() ? none : it->second;
+  }
+  void index_pairs() {
+    from_.clear();
+    for (size_t i = 0; i < pairs_.size(); ++i) from_[{pairs_[i].C, static_cast<int>(pairs_[i].p)}].push_back(static_cast<int>(i));
+  }
+
+  // The pipes chains of flag pairs placed unconditionally in block C order after pipe q, past the
+  // waits at w, each with the earliest Ends it is reached at (how: one execution of C, one of a
+  // loop's first iteration, two iterations of C's loop: reaches(), pipes_in(), reaches2()). An End
+  // at an earlier slot, or at the same slot not moved, is before every set a later one is before
+  // and enters every kid it enters (wait_before_set, through_loops), so the Ends it is earlier
+  // than are not followed: they reach nothing more (the answer is the same, the walk is short).
+  // Kept per start while the pairs it depends on keep their kind (a Flag, or not: colour() makes
+  // pairs PIPE_ALLs and starts again from the uncoloured pairs): the pairs whose waits it reached
+  // pipes at, the pairs it passed over for not being Flags whose waits would reach their pipes
+  // earlier than it did, and those of the walks in loops and `if`s it asked. The colouring asks
+  // may_share of every pair of a group, the same starts again and again; walked every time, its
+  // cost grew as the fourth power of a straight-line program (docs/performance.md, session 38).
+  enum class Walk : uint8_t { Once, First, Twice };
+  using Reached = std::vector<std::pair<Pipe, End>>;
+  struct Walked {
+    Reached out;
+    std::vector<std::pair<int, bool>> deps;  // (pair, was a Flag)
+  };
+  mutable std::map<std::tuple<int, Pipe, int, bool, int, Walk>, Walked> reached_;
+  mutable std::vector<std::pair<int, bool>>* deps_of_walk_ = nullptr;  // the walk being made, if any
+  const Reached& reached(int C, Pipe q, End w, Walk walk) const {
+    auto key = std::make_tuple(C, q, w.slot, w.moved, w.pair, walk);
+    auto it = reached_.find(key);
+    bool valid = it != reached_.end();
+    for (size_t i = 0; valid && i < it->second.deps.size(); ++i)
+      valid = (pairs_[it->second.deps[i].first].kind == SyncPair::Flag) == it->second.deps[i].second;
+    if (!valid) {
+      Walked walked;
+      auto* outer = deps_of_walk_;
+      deps_of_walk_ = &walked.deps;
+      walk_from(C, q, w, walk, walked);
+      deps_of_walk_ = outer;
+      it = reached_.insert_or_assign(key, std::move(walked)).first;
     }
+    if (deps_of_walk_) deps_of_walk_->insert(deps_of_walk_->end(), it->second.deps.begin(), it->second.deps.end());
+    return it->second.out;
+  }
+  void walk_from(int C, Pipe q, End w, Walk walk, Walked& walked) const {
+    int n = static_cast<int>(blocks_[C].kids.size());
+    struct Item {
+      Pipe x;
+      End t;
+      int by;  // the pair whose wait it is, -1: none
+    };
+    auto later = [](const Item& x, const Item& y) {  // the earliest End first
+      return std::make_tuple(x.t.slot, x.t.moved) > std::make_tuple(y.t.slot, y.t.moved);
+    };
+    std::vector<Item> todo{{q, w, -1}};
+    std::vector<std::pair<Pipe, End>> loops;
+    std::vector<Item> passed;  // pairs passed over for not being Flags: the wait each would reach a pipe at
+    Reached& out = walked.out;
+    auto push = [&](Item e) {
+      todo.push_back(e);
+      std::push_heap(todo.begin(), todo.end(), later);
+    };
+    while (!todo.empty()) {
+      std::pop_heap(todo.begin(), todo.end(), later);
+      auto [x, t, by] = todo.back();
+      todo.pop_back();
+      bool seen = false;
+      for (const auto& [y, v] : out)
+        seen = seen || (y == x && (v.slot < t.slot || (v.slot == t.slot && (!v.moved || v.key() == t.key()))));
+      if (seen) continue;
+      out.emplace_back(x, t);
+      if (by >= 0) walked.deps.emplace_back(by, true);
+      for (int i : pairs_from(C, x)) {
+        const SyncPair& g = pairs_[i];
+        if (g.guard || (g.carried && (walk != Walk::Twice || g.slot_x || t.slot >= n))) continue;
+        if (g.kind != SyncPair::Flag) {  // as a Flag, its set would have to be after t
+          if (t.slot < g.s) passed.push_back({g.q, End{g.w, false, -1}, i});
+          else if (walk == Walk::Twice && !g.carried && t.slot < g.s + n) passed.push_back({g.q, End{g.w + n, false, -1}, i});
+          continue;
+        }
+        if (walk != Walk::Twice || g.carried) {
+          if (wait_before_set(t, set_end(g))) push({g.q, wait_end(g), i});
+        } else {
+          for (int o : {0, n})
+            if (wait_before_set(t, set_end(g, o))) push({g.q, wait_end(g, o), i});
+        }
+      }
+      loops.clear();
+      if (walk != Walk::Twice) through_loops(C, x, t, 0, walk == Walk::First, loops);
+      else for (int o : {0, n}) through_loops(C, x, t, o, false, loops);
+      for (auto [y, e] : loops) push({y, e, -1});
+    }
+    // a pair passed over matters only if its wait would reach its pipe earlier than the walk did
+    for (const auto& [y, e, i] : passed) {
+      bool earlier = false;
+      for (const auto& [x, v] : out) earlier = earlier || (x == y && (v.slot < e.slot || (v.slot == e.slot && !v.moved)));
+      if (!earlier) walked.deps.emplace_back(i, false);
+    }
+  }
+  bool reaches(int C, Pipe q, End w, Pipe p, End s) const {
+    for (const auto& [x, t] : reached(C, q, w, Walk::Once))
+      if (x == p && wait_before_set(t, s)) return true;
     return false;
+  }
+  void pairs_changed() {  // pairs_ is built anew: the walks and the index go
+    reached_.clear();
+    index_pairs();
   }
 
   // Chains through a kid of block C (kid k, slot k + offset in reaches2's two iterations) that pipe
@@ -1056,29 +1184,20 @@ class CoreSync {
       else if (L.kind == StmtKind::If && first && L.first_true) got = pipes_in(L.body, x, true);
       else if (L.kind == StmtKind::If) got = pipes_in(L.body, x, false) & pipes_in(L.else_body, x, false);
       for (int y = 0; y < 32; ++y)
-        if (got & (1u << y)) todo.push_back({static_cast<Pipe>(y), End{at, true, nullptr}});
+        if (got & (1u << y)) todo.push_back({static_cast<Pipe>(y), End{at, true, -1}});
     }
   }
   // The pipes that chains of flag pairs placed unconditionally in block B order after pipe x,
   // which is past everything before B's first kid (one execution of B; x itself excluded).
   uint32_t pipes_in(int B, Pipe x, bool first) const {
-    std::vector<std::pair<Pipe, End>> todo{{x, End{-1, false, nullptr}}};
-    std::set<std::pair<Pipe, std::tuple<int, bool, const SyncPair*>>> seen;
     uint32_t got = 0;
-    while (!todo.empty()) {
-      auto [y, t] = todo.back();
-      todo.pop_back();
-      if (!seen.insert({y, t.key()}).second) continue;
+    for (const auto& [y, t] : reached(B, x, End{-1, false, -1}, first ? Walk::First : Walk::Once))
       if (y != x) got |= 1u << static_cast<int>(y);
-      for (const SyncPair& g : pairs_)
-        if (g.kind == SyncPair::Flag && !g.carried && !g.guard && g.C == B && g.p == y && wait_before_set(t, set_end(g)))
-          todo.push_back({g.q, wait_end(g)});
-      through_loops(B, y, t, 0, first, todo);
-    }
     return got;
   }
 
   void guard_carried() {
+    pairs_changed();
     std::vector<SyncPair> out;
     std::map<std::tuple<int, Pipe, Pipe>, int> body_guard;  // (loop body, q, p) -> first set slot
     for (const SyncPair& sp : pairs_) {
@@ -1102,7 +1221,7 @@ class CoreSync {
           int nF = static_cast<int>(blocks_[F].kids.size());
           int w = sp.carried ? sp.w - nF : sp.w;
           bool sinks = wait_sinks(sp);
-          if (!reaches2(F, sp.q, End{w, sinks, &sp}, sp.r, End{w + nF, sinks, nullptr}) &&
+          if (!reaches2(F, sp.q, End{w, sinks, ix(sp)}, sp.r, End{w + nF, sinks, -1}) &&
               flag_pair_legal(core_, sp.q, sp.r))
             add_body_guard(F, sp.q, sp.r, w);
         }
@@ -1110,7 +1229,7 @@ class CoreSync {
       if (sp.kind == SyncPair::Flag && sp.carried && !sp.slot_x) {
         int n = static_cast<int>(blocks_[sp.C].kids.size());
         int w = sp.w - n;
-        End we{w, wait_sinks(sp), &sp};
+        End we{w, wait_sinks(sp), ix(sp)};
         bool ordered = w >= sp.s || reaches(sp.C, wq, we, sp.p, set_end(sp)) ||
                        (sp.relay && reaches(sp.C, sp.q, we, sp.p, set_end(sp)));
         if (!ordered && flag_pair_legal(core_, wq, sp.p)) {
@@ -1154,6 +1273,7 @@ class CoreSync {
     }
     out.insert(out.begin(), guards.begin(), guards.end());
     pairs_ = std::move(out);
+    pairs_changed();
   }
 
   // Two iterations of block C's loop (slots n.. are the next iteration's): is pipe q, past the
@@ -1161,25 +1281,8 @@ class CoreSync {
   // unconditionally in C (intra pairs in both iterations, carried ones from the first into the
   // second)?
   bool reaches2(int C, Pipe q, End w, Pipe p, End s) const {
-    int n = static_cast<int>(blocks_[C].kids.size());
-    std::vector<std::pair<Pipe, End>> todo{{q, w}};
-    std::set<std::pair<Pipe, std::tuple<int, bool, const SyncPair*>>> seen;
-    while (!todo.empty()) {
-      auto [x, t] = todo.back();
-      todo.pop_back();
-      if (!seen.insert({x, t.key()}).second) continue;
+    for (const auto& [x, t] : reached(C, q, w, Walk::Twice))
       if (x == p && wait_before_set(t, s)) return true;
-      for (const SyncPair& g : pairs_) {
-        if (g.kind != SyncPair::Flag || g.guard || g.C != C || g.p != x) continue;
-        if (!g.carried) {
-          for (int o : {0, n})
-            if (wait_before_set(t, set_end(g, o))) todo.push_back({g.q, wait_end(g, o)});
-        } else if (!g.slot_x && t.slot < n && wait_before_set(t, set_end(g))) {
-          todo.push_back({g.q, wait_end(g)});
-        }
-      }
-      for (int o : {0, n}) through_loops(C, x, t, o, false, todo);
-    }
     return false;
   }
 
@@ -1194,7 +1297,7 @@ class CoreSync {
       k = nodes_[o].index;
       blk = nodes_[o].block;
     }
-    return {End{k + 1, true, &sp}, End{k, true, &sp}};
+    return {End{k + 1, true, ix(sp)}, End{k, true, ix(sp)}};
   }
   int lca_block(int x, int y) const {
     for (int b = x; b >= 0;) {
@@ -1249,7 +1352,7 @@ class CoreSync {
   bool may_share_carried(const SyncPair& k, const SyncPair& x) const {
     if (k.C != x.C || k.guarded || x.guarded || k.hoist < 0) return false;
     int n = static_cast<int>(blocks_[k.C].kids.size());
-    End kw{k.w - n, wait_sinks(k), &k};
+    End kw{k.w - n, wait_sinks(k), ix(k)};
     return wait_before_set(wait_end(x), set_end(k)) && reaches(k.C, x.q, wait_end(x), x.p, set_end(k)) &&
            wait_before_set(kw, set_end(x)) && reaches(k.C, x.q, kw, x.p, set_end(x));
   }
@@ -1357,6 +1460,7 @@ class CoreSync {
           if (pass == 1) no_relay.insert(i);
           sp.kind = SyncPair::All;
           if (sp.carried) sp.w -= n;
+          sp.places.clear();
           continue;
         }
         (pass == 0 ? sp.id : sp.relay_id) = b;
@@ -1379,14 +1483,15 @@ class CoreSync {
 
   // Where a pair's set goes (branch_places); a guarded carried pair's set (and its guard) rises
   // only when its wait in the iteration is due before an earlier kid than the one it rises into.
-  std::vector<std::pair<int, int>> set_places_of(const SyncPair& sp) const {
+  const std::vector<std::pair<int, int>>& set_places_of(const SyncPair& sp) const {
+    if (sp.places.set) return *sp.places.set;
     std::vector<std::pair<int, int>> places;
     int n = static_cast<int>(blocks_[sp.C].kids.size());
     if (sp.kind != SyncPair::Flag || sp.guard || (sp.guarded && (!sp.carried || !(sp.w - n < sp.s - 1))))
       places.emplace_back(sp.C, sp.s);
     else
       branch_places(sp.C, sp.s, sp.as, sp.p, /*wait=*/false, places);
-    return places;
+    return *(sp.places.set = std::move(places));
   }
 
   StmtPtr emit(int root) {

@@ -20,9 +20,15 @@
 //    vector instruction, or its located error), a fill or an if (its condition); a call elsewhere (a loop's extent) and
 //    every call in an expert-mode kernel stays, and verify_program reports it at its line with the
 //    hint of this form (scalar_math_hint).
-// In a kernel with Cube code (T.gemm) such a call in a let (which runs on both cores) or in the
-// condition of an if around a gemm (the Cube core evaluates it) is refused here, naming the user's
-// call and a form that runs (review37 R3; split_cube_vector would name the one-element tile).
+// A call of a row's value in a map over more than two dims (T.rsqrt(r[i] / n + eps) over i, g, c: it uses,
+// of the map's variables, only those of the leading loops legalize_vector runs serially around the 2-D map
+// of the last two, where it would be a scalar operand; the map's lets seen through; tiles read along rows)
+// is computed in one map over those rows before the map, into a tile of the call's compute dtype, and the
+// map reads its element (session 38; a float16 / bfloat16 value widened, rounded once where stored).
+// In a kernel with Cube code (T.gemm) such a call in a let used outside T.Parallel maps (the Cube core
+// may need it; a let used only in maps is the Vector core's: split_cube_vector) or in the condition of an
+// if around a gemm (the Cube core evaluates it) is refused here, naming the user's call and a form that
+// runs (review37 R3; split_cube_vector would name the one-element tile).
 // An integer |n| of a scalar is max(n, 0 - n) on the scalar unit (review37 R4).
 // The simulator runs what the printer prints: Duplicate, Exp (or expand_math's expansion), GetValue.
 #pragma once

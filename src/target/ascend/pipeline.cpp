@@ -301,12 +301,13 @@ LoweredAscend lower_fitted(const ir::Kernel& input, const target::Target& target
 // T.unroll loops stay loops (the AscendC compiler unrolls them; docs/language.md "T.unroll") unless
 // the kernel lowers only with them written out: then they are (unroll_loops), and an `if` on the
 // variable folds per copy, a tile handed along the copies is a sequence of hand-offs (hunt36 F1).
-// Not always: insert_sync's cost grows much faster than the program (64 copies of a gemm and a map
-// take minutes to synchronise, as a loop 0.01 s; docs/performance.md "Session 37: T.unroll on
-// ascend910b"), so the retry writes out at most kMaxUnrollCopies copies (the product of the
-// kernel's T.unroll counts, an upper bound); past that the loop form's error stands, its hint
-// saying why. An error of the unrolled kernel is the one reported.
-constexpr int64_t kMaxUnrollCopies = 16;
+// Not always: insert_sync's colouring still grows about as the cube of a straight-line program's
+// flag pairs (each relayed pair that runs out of ids colours them all again; hunt36's MLP written
+// out: 16 layers 0.12 s, 32 layers 0.6 s, 64 layers 4.6 s of CPU; docs/performance.md "Session 38:
+// insert_sync on long straight-line programs"), so the retry writes out at most kMaxUnrollCopies
+// copies (the product of the kernel's T.unroll counts, an upper bound); past that the loop form's
+// error stands, its hint saying why. An error of the unrolled kernel is the one reported.
+constexpr int64_t kMaxUnrollCopies = 64;
 
 LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target) {
   try {
@@ -327,7 +328,7 @@ LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target
       throw ir::Error(e.message(), e.span(),
                       (e.hint().empty() ? "" : e.hint() + "; ") + "ascend910b writes T.unroll loops out only up to " +
                           std::to_string(kMaxUnrollCopies) +
-                          " copies of their bodies in all (its synchronisation pass slows down sharply beyond): "
+                          " copies of their bodies in all (its synchronisation pass grows about as the cube of the copies; 64 take seconds): "
                           "write fewer copies, or the layers out by hand");
     }
     return lower_fitted(input, target, /*unroll=*/true);

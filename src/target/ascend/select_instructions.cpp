@@ -784,8 +784,16 @@ class Lowerer {
         if (!inside) outside_scope(s, "a tile op");
         return lower_tile_op(s);
       }
+      case ir::StmtKind::Fill: {  // a GM or UB element in the value (`T.fill(y, P[0])`, lower_scalar_math's
+        auto* n = as<ir::FillNode>(s);  // `T.fill(y, T.log(P[0]))`): loaded on the scalar unit first, as a let's
+        std::vector<StmtPtr> loads;
+        Expr value = hoist_scalar_loads(n->value, sp, "T.fill value", loads);
+        if (!loads.empty())
+          return with_loads(std::move(loads), lower(std::make_shared<ir::FillNode>(n->dst, value, n->span), inside), sp);
+        if (!inside) outside_scope(s, "a tile op");
+        return lower_tile_op(s);
+      }
       case ir::StmtKind::Gemm:
-      case ir::StmtKind::Fill:
       case ir::StmtKind::Reduce: {
         if (!inside) outside_scope(s, "a tile op");
         return lower_tile_op(s);

@@ -325,15 +325,21 @@ class Splitter {
       }
       case StmtKind::Let: {
         // A GM tensor element is read by each core's scalar unit (the let is replicated on both
-        // sides); a tile lives on one unit, so its elements cannot feed both.
+        // sides); a tile lives on one unit, so its elements cannot feed both. An element of a UB tile
+        // (no Cube incarnation: lower_scalar_math's one-element tile of T.rsqrt(a)) is the Vector
+        // core's alone: the let is on the Vector side only, and project() refuses it where the Cube
+        // code uses its variable (review37 R3).
         ir::for_each_expr(s, [&](const Expr& e) {
           if (e->kind != ir::ExprKind::Load || ir::as<ir::LoadNode>(e)->buffer->scope == Scope::global) return;
-          throw ir::Error("let " + q(ir::as<ir::LetNode>(s)->var->name) + " reads element " + ir::print(e) +
-                              " of tile " + q(ir::as<ir::LoadNode>(e)->buffer->name) +
-                              " as a scalar: in a kernel with Cube and Vector code the let runs on both cores, and "
-                              "a tile lives on one of them",
-                          sp, "read the value from the GM tensor the tile was copied from (each core's scalar unit "
-                              "reads GM), or compute with it inside a T.Parallel map");
+          const Buffer& b = ir::as<ir::LoadNode>(e)->buffer;
+          const std::string& name = ir::as<ir::LetNode>(s)->var->name;
+          const bool vector = b->scope == Scope::UB && !mixed(b);
+          std::string msg = "let " + q(name) + " reads element " + ir::print(e) + " of tile " + q(b->name) +
+                            " as a scalar: in a kernel with Cube and Vector code the let runs on " +
+                            (vector ? "the Vector core, where the tile lives, and the Cube code uses " + q(name)
+                                    : std::string("both cores, and a tile lives on one of them"));
+          if (!vector) throw ir::Error(msg, sp, v_let_hint());
+          v_lets_.emplace(ir::as<ir::LetNode>(s)->var.get(), std::make_pair(msg, sp));
         });
         return s;
       }
@@ -571,8 +577,8 @@ class Splitter {
     // No hand-off (Cube and vector code side by side, not talking): every tile stays whole on both
     // AIVs, and AIV 0 alone stores to GM below, as for a whole tile (both storing the same bytes is
     // a race; both adding them, with T.atomic_add, would add twice).
-    // Propagate: tiles indexed by the row variable of a map over row tiles, reduce partners,
-    // UB -> UB copy partners (each with the row count of the tile it is connected to).
+    // Propagate: tiles indexed by the row variable of a map over row tiles or by a row loop's r,
+    // reduce partners, UB -> UB copy partners (each with the row count of the tile it is connected to).
     for (bool changed = true; changed;) {
       changed = false;
       auto add = [&](const Buffer& b, int64_t M) {
@@ -591,6 +597,20 @@ class Splitter {
           if (M > 0)
             for (auto& [b, idx] : acc)
               if (!idx.empty() && idx[0].get() == f->var.get()) add(b, M);
+        } else if (s->kind == StmtKind::For && ir::as<ir::ForNode>(s)->for_kind == ir::ForKind::serial &&
+                   ir::as_const_int(ir::as<ir::ForNode>(s)->min) == 0) {
+          // a row loop (for r in T.serial(M)) over row tiles at row r: the tiles it reads or writes at row r hold
+          // rows too (o2[r, j] = o[r, j] * 2.0 wrote only this AIV's rows of o2, which AIV 0 then stored whole)
+          auto* f = ir::as<ir::ForNode>(s);
+          std::vector<std::pair<Buffer, std::vector<Expr>>> acc;
+          collect_elem(s, acc);
+          const int64_t n = ir::as_const_int(f->extent).value_or(-1);
+          bool row = false;
+          for (auto& [b, idx] : acc)
+            row = row || (row_of(b.get()) == n && !idx.empty() && idx[0].get() == f->var.get());
+          if (row)
+            for (auto& [b, idx] : acc)
+              if (!idx.empty() && idx[0].get() == f->var.get()) add(b, n);
         } else if (s->kind == StmtKind::Reduce) {
           auto* r = ir::as<ir::ReduceNode>(s);
           int64_t M = std::max(row_of(r->src.get()), row_of(r->dst.get()));
@@ -1265,7 +1285,7 @@ class Splitter {
       }
       case StmtKind::Let: {
         auto* n = ir::as<ir::LetNode>(s);
-        if (side != Side::V) return s;
+        if (side != Side::V) return v_lets_.count(n->var.get()) ? nullptr : s;  // a Vector core's let (walk)
         Var v = ir::var(n->var->name + "_v", n->var->dtype, n->var->span);
         Expr val = rn(n->value);
         vsub_.push_back({n->var, v});
@@ -1304,6 +1324,11 @@ class Splitter {
     used.u = &used_;
     used.visit(body);
     Stmt c = proj(body, Side::C);
+    if (c)
+      ir::for_each_expr(c, [&](const Expr& e) {  // a let of the Vector core's tile the Cube code uses (walk)
+        auto it = e->kind == ir::ExprKind::Var ? v_lets_.find(e.get()) : v_lets_.end();
+        if (it != v_lets_.end()) throw ir::Error(it->second.first, it->second.second, v_let_hint());
+      });
     vsub_.clear();
     Stmt v = proj(body, Side::V);
     if (!c || !v) throw ir::Error("internal: split_cube_vector found no code for one unit", sp);
@@ -1413,6 +1438,12 @@ class Splitter {
   std::vector<Loop> loops_;
   Arms arms_;  // the if arms around the statement proj is at
   std::vector<std::pair<Var, Expr>> vsub_;
+  // lets of an element of a UB tile: on the Vector core only (their error, should the Cube code use them)
+  std::unordered_map<const ir::ExprNode*, std::pair<std::string, Span>> v_lets_;
+  static std::string v_let_hint() {
+    return "read the value from the GM tensor the tile was copied from (each core's scalar unit reads GM), or "
+           "compute with it inside a T.Parallel map";
+  }
   std::unordered_set<std::string> used_;  // name@scope of every buffer referenced outside allocs
 };
 

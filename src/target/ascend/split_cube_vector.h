@@ -68,8 +68,8 @@
 //    pre-set / drain above make consecutive blocks of a core reuse it safely.
 //    Memory: W x slots x tile bytes per hand-off.
 // 4. Both AIVs (row split). Every vector statement must be row-local: the UB tiles that hold
-//    rows of a hand-off tile (dim 0 = M, indexed by the outer T.Parallel variable, reduced along
-//    another axis, copied to / from each other) are cut to M / 2 rows; AIV vid handles rows
+//    rows of a hand-off tile (dim 0 = M, indexed by the outer T.Parallel variable or a row loop's
+//    r, reduced along another axis, copied to / from each other) are cut to M / 2 rows; AIV vid handles rows
 //    vid * M / 2 ...: T.Parallel row extents halve (other uses of the row variable become
 //    row + vid * M / 2), GM and workspace row offsets move by vid * M / 2; a row loop (`for r in
 //    T.serial(M)` touching each row tile at row r only: copies into c[r, :], element accesses at

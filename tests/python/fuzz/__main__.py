@@ -10,7 +10,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 
-from . import chain, grammar, hunt, idiom, llm, llm2, reducer, runner, skip, wide
+from . import chain, grammar, hunt, idiom, llm, llm2, reducer, runner, scal, skip, wide
 
 
 def describe(d, result, reduced=None, runs=0):
@@ -64,7 +64,7 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per program before a hang")
     ap.add_argument("--no-reduce", action="store_true", help="print failures without reducing them")
     ap.add_argument("--budget", type=int, default=60, help="runs per reduction")
-    ap.add_argument("--stream", choices=("all", "llm", "llm2", "skip", "wide", "idiom", "hunt", "chain"), default="all",
+    ap.add_argument("--stream", choices=("all", "llm", "llm2", "skip", "wide", "idiom", "hunt", "chain", "scal"), default="all",
                     help="all: the whole grammar; llm: only the sixteenth stream's LLM-kernel forms; "
                          "llm2: only the seventeenth's (combine, gqa, norm, topk, cumsum); "
                          "skip: only the eighteenth's (skipped work: fuzz/skip.py); "
@@ -73,12 +73,15 @@ def main(argv=None):
                          "hunt: only the twenty-first's (session 36: int32 hashes, outputs only T.atomic_add "
                          "writes, masks from index tensors: fuzz/hunt.py); "
                          "chain: only the twenty-second's (session 37: gemm chains through a Cube accumulator "
-                         "copied into an operand, int32 products ranged from int8 / uint8 loads, T.pow: fuzz/chain.py)")
+                         "copied into an operand, int32 products ranged from int8 / uint8 loads, T.pow: fuzz/chain.py); "
+                         "scal: only the twenty-third's (session 38: scalar math in lets / ifs / loop extents "
+                         "mixed with maps, T.unroll with ifs on the variable, stores under data-dependent ifs: "
+                         "fuzz/scal.py)")
     ap.add_argument("--max-reduce", type=int, default=20, help="distinct failures to reduce")
     args = ap.parse_args(argv)
     gen = {"llm": llm.generate, "llm2": llm2.generate, "skip": skip.generate,
            "wide": wide.generate, "idiom": idiom.generate, "hunt": hunt.generate,
-           "chain": chain.generate}.get(args.stream, grammar.generate)
+           "chain": chain.generate, "scal": scal.generate}.get(args.stream, grammar.generate)
     descs = [gen(s) for s in range(args.seed, args.seed + args.n)]
     start = time.monotonic()
     done = [0]

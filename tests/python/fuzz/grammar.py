@@ -149,7 +149,7 @@ only these.
 """
 import random
 
-from . import chain, hunt, idiom, llm, llm2, skip, wide
+from . import chain, hunt, idiom, llm, llm2, scal, skip, wide
 
 FLOATS = ("float32", "float16", "bfloat16")
 DTYPES = FLOATS + ("int8",)
@@ -672,6 +672,8 @@ def tensors(d):
         return hunt.tensors(d)
     if k == "chain":
         return chain.tensors(d)
+    if k == "scal":
+        return scal.tensors(d)
     if k == "wide":
         return wide.tensors(d)
     if k == "idiom":
@@ -1104,6 +1106,8 @@ def source(d):
         return hunt.source(d)
     if d["kind"] == "chain":
         return chain.source(d)
+    if d["kind"] == "scal":
+        return scal.source(d)
     if d["kind"] == "wide":
         return wide.source(d)
     if d["kind"] == "idiom":

@@ -10,7 +10,7 @@ first that still fails with the same status on the same target with the same mes
 simplification keeps the failure or the run budget is spent. Each candidate runs through the
 same isolated workers as the fuzzer.
 """
-from . import chain, grammar, hunt, idiom, known, llm, llm2, skip, wide
+from . import chain, grammar, hunt, idiom, known, llm, llm2, scal, skip, wide
 from .runner import signature
 
 SMALL_DIMS = (1, 2, 3)
@@ -32,6 +32,8 @@ def _valid(d):
         return hunt.valid(d)
     if k == "chain":
         return chain.valid(d)
+    if k == "scal":
+        return scal.valid(d)
     dims = [d[n] for n in ("M", "N", "K", "MA", "NA") if n in d]
     if any(v < 0 for v in dims) or (not d["sym"] and 0 in dims):
         return False   # constant grid extents must be positive; only symbolic dims may be 0
@@ -93,7 +95,7 @@ def candidates(d):
     k = d["kind"]
     out = {"llm": llm.candidates, "llm2": llm2.candidates, "skip": skip.candidates,
            "wide": wide.candidates, "idiom": idiom.candidates, "hunt": hunt.candidates,
-           "chain": chain.candidates}.get(k, lambda d: [])(d)
+           "chain": chain.candidates, "scal": scal.candidates}.get(k, lambda d: [])(d)
     if k == "map":
         for i in range(len(d["ops"])):
             out.append(_set(d, ops=d["ops"][:i] + d["ops"][i + 1:]))

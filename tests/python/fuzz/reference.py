@@ -20,7 +20,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from . import chain, hunt, idiom, llm, llm2, skip, wide
+from . import chain, hunt, idiom, llm, llm2, scal, skip, wide
 from .grammar import FLOATS, SPECIAL_P, acc_dtype, checked, is_int, pad_value, shape_of, tensors
 
 # Per-dtype unit of error: a few ulps of the type (float32: the cpu target's math functions are
@@ -70,6 +70,8 @@ def inputs(d):
         return hunt.inputs(d)
     if d["kind"] == "chain":
         return chain.inputs(d)
+    if d["kind"] == "scal":
+        return scal.inputs(d)
     if d["kind"] == "wide":
         return wide.inputs(d)
     if d["kind"] == "idiom":
@@ -237,6 +239,8 @@ def reference(d):
         return hunt.reference(d)
     if d["kind"] == "chain":   # (the same)
         return chain.reference(d)
+    if d["kind"] == "scal":   # (the same)
+        return scal.reference(d)
     if d["kind"] == "wide":   # (the same)
         return wide.reference(d)
     if d["kind"] == "idiom":   # (the same)
@@ -493,7 +497,7 @@ def tolerance(d, out_dtype, tr):
     """(atol, rtol) for an output of `out_dtype`."""
     if d["kind"] == "llm":
         return llm.tolerance(tr, out_dtype)
-    if d["kind"] in ("llm2", "skip", "wide", "idiom", "hunt", "chain"):
+    if d["kind"] in ("llm2", "skip", "wide", "idiom", "hunt", "chain", "scal"):
         return llm2.tolerance(tr, out_dtype)
     if is_int(out_dtype):
         converts_float = any(dt in FLOATS for dt in path_dtypes(d))
