@@ -85,3 +85,40 @@ def test_r1_int64_vector_compared_with_its_index():
     p = tw.compile(prim, target=TARGET, out_idx=[-1]).profile(ix)
     assert p["reports"] == [], p["reports"]
     np.testing.assert_array_equal(p.outputs, ref)
+
+
+# R2 (fixed; older than session 38): a function expand_math writes out (T.tanh, T.sigmoid, T.erf, ...) in a T.where
+# condition, T.where(T.tanh(x[i, j]) > 0.5, ..), was "T.tanh is not supported on Ascend vector units yet" on
+# ascend910b, while the same call in the map's value ran: expand_math kept every condition as written (index masks).
+def _call_in_condition(M, N, dt):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dt), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), dt)
+            y = T.alloc_fragment((M, N), "float32")
+            T.copy(X, x)
+            for i, j in T.Parallel(M, N):
+                y[i, j] = T.where(T.tanh(x[i, j]) > 0.5, 1.0, 0.0) + T.where(T.sigmoid(x[i, j]) < 0.25, 2.0, 0.0) + \
+                    T.where(T.erf(x[i, j]) >= -0.5, 4.0, 0.0)
+            T.copy(y, Y)
+    return main
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+def test_r2_expanded_function_in_a_where_condition(dt):
+    import math
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((3, 37)) * 2).astype(dt)
+    x64 = x.astype(np.float64)
+    t, s, e = np.tanh(x64), 1 / (1 + np.exp(-x64)), np.vectorize(math.erf)(x64)
+    # values within 1e-2 of a threshold moved off it: the answer then does not hang on the last bit
+    near = (np.abs(t - 0.5) < 1e-2) | (np.abs(s - 0.25) < 1e-2) | (np.abs(e + 0.5) < 1e-2)
+    x[near] = np.asarray(3.0, dt)
+    x64 = x.astype(np.float64)
+    t, s, e = np.tanh(x64), 1 / (1 + np.exp(-x64)), np.vectorize(math.erf)(x64)
+    ref = ((t > 0.5) * 1.0 + (s < 0.25) * 2.0 + (e >= -0.5) * 4.0).astype(np.float32)
+    prim = _call_in_condition(3, 37, dt)
+    np.testing.assert_array_equal(tw.compile(prim, target="cpu", out_idx=[-1])(x), ref)
+    p = tw.compile(prim, target=TARGET, out_idx=[-1]).profile(x)
+    assert p["reports"] == [], p["reports"]
+    np.testing.assert_array_equal(p.outputs, ref)
