@@ -515,17 +515,24 @@ struct AllocNode : StmtNode {
 // (select_instructions' window checks), where a T.copy the user writes is clipped without a report.
 // A checked store (stage_global_maps' copy out of a map's element stores, hunt35 F1) is the same
 // with the tensor's window as dst.
-// used (checked only; text `checked_copy src -> dst used [e0, e1]`; empty: the whole window): per dim
+// used (checked and preload only; text `checked_copy src -> dst used [e0, e1]`; empty: the whole window): per dim
 // of the tensor's window, how many of the window's leading elements the user's iterations read (a padded loop's
 // ForNode::user_extent): the elements after them are padding, clipped without a report.
+// preload (text `preload_copy src -> dst`; stage_global_maps sets it on both copies of a map's stores that
+// may skip elements of their window: under an `if`, an else branch, constant indices merged): the copy in
+// is the preload (the window's elements the map does not store keep the tensor's), and the copy out is
+// checked element by element: the Ascend simulator reports an element of the window outside the tensor
+// that no longer holds what the preload put there (the map stored it), at the map's line; its `used` as a
+// checked copy's.
 struct CopyNode : StmtNode {
   Region src, dst;
   bool atomic = false;
   bool checked = false;
   std::vector<Expr> used;
-  CopyNode(Region a, Region b, Span s, bool at = false, bool chk = false, std::vector<Expr> u = {})
+  bool preload = false;
+  CopyNode(Region a, Region b, Span s, bool at = false, bool chk = false, std::vector<Expr> u = {}, bool pre = false)
       : StmtNode(StmtKind::Copy, std::move(s)), src(std::move(a)), dst(std::move(b)), atomic(at), checked(chk),
-        used(std::move(u)) {
+        used(std::move(u)), preload(pre) {
     height = node_height({ir::height(src), ir::height(dst), ir::height(used)}, span);
   }
 };

@@ -221,7 +221,7 @@ Stmt Mutator::mutate(const Stmt& s) {
       bool same_used = true;
       for (const Expr& e : n->used) used.push_back(mutate(e)), same_used = same_used && used.back() == e;
       if (same(a, n->src) && same(b, n->dst) && same_used) return s;
-      return std::make_shared<CopyNode>(a, b, n->span, n->atomic, n->checked, std::move(used));
+      return std::make_shared<CopyNode>(a, b, n->span, n->atomic, n->checked, std::move(used), n->preload);
     }
     case StmtKind::Gemm: {
       auto* n = as<GemmNode>(s);

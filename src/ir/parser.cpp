@@ -429,21 +429,21 @@ class Parser {
     if (w == "if") return if_stmt(sp);
     if (w == "let") return let_stmt(sp);
     if (w == "alloc") return alloc_stmt(sp);
-    if (w == "copy" || w == "atomic_add" || w == "checked_copy") {
-      bool atomic = w == "atomic_add", checked = w == "checked_copy";
+    if (w == "copy" || w == "atomic_add" || w == "checked_copy" || w == "preload_copy") {
+      bool atomic = w == "atomic_add", checked = w == "checked_copy", preload = w == "preload_copy";
       next();
       Region src = region(sp);
       expect("->");
       Region dst = region(sp);
       std::vector<Expr> used;
-      if (checked && is_word(peek(), "used")) {
+      if ((checked || preload) && is_word(peek(), "used")) {
         next();
         expect("[");
         do used.push_back(expr(sp));
         while (accept(","));
         expect("]");
       }
-      return std::make_shared<CopyNode>(std::move(src), std::move(dst), sp, atomic, checked, std::move(used));
+      return std::make_shared<CopyNode>(std::move(src), std::move(dst), sp, atomic, checked, std::move(used), preload);
     }
     if (w == "gemm") return gemm_stmt(sp);
     if (w == "fill") {

@@ -239,7 +239,7 @@ class Printer {
         std::string used;
         for (const Expr& e : n->used) used += (used.empty() ? " used [" : ", ") + expr(e, sp);
         if (!used.empty()) used += "]";
-        line(cat({pre, n->atomic ? "atomic_add " : n->checked ? "checked_copy " : "copy ", region(n->src, sp), " -> ",
+        line(cat({pre, n->atomic ? "atomic_add " : n->checked ? "checked_copy " : n->preload ? "preload_copy " : "copy ", region(n->src, sp), " -> ",
                   region(n->dst, sp), used}));
         return;
       }

@@ -444,10 +444,13 @@ class Verifier {
         no_tile_op_in_parallel(s);
         auto* n = as<CopyNode>(s);
         if (n->atomic) atomic_add(*n, sp);
-        if (n->checked && (n->atomic || (n->src.buffer->scope == Scope::global) == (n->dst.buffer->scope == Scope::global)))
-          fail(sp, "checked_copy " + print(n->src) + " -> " + print(n->dst) + ": a checked copy moves a window of a "
-                   "global tensor into a tile or out of one",
-               "checked_copy is the Ascend passes' staged map read (ir.h CopyNode::checked); write copy");
+        if ((n->checked || n->preload) &&
+            (n->atomic || (n->checked && n->preload) ||
+             (n->src.buffer->scope == Scope::global) == (n->dst.buffer->scope == Scope::global)))
+          fail(sp, std::string(n->checked ? "checked_copy " : "preload_copy ") + print(n->src) + " -> " + print(n->dst) +
+                   ": a checked or preload copy moves a window of a global tensor into a tile or out of one",
+               "checked_copy / preload_copy are the Ascend passes' staged map windows (ir.h CopyNode::checked, "
+               "CopyNode::preload); write copy");
         const Region& win = n->src.buffer->scope == Scope::global ? n->src : n->dst;
         if (!n->used.empty() && n->used.size() != win.extents.size())
           fail(sp, "checked_copy " + print(n->src) + " -> " + print(n->dst) + " has " + std::to_string(n->used.size()) +

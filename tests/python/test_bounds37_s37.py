@@ -4,14 +4,13 @@
 h-bounds36 left three forms of a map's store past its tensor clipped without a report on ascend910b while cpu under
 TW_BOUNDS_CHECK=1 reports them: (a) a staged store whose window lies wholly outside the tensor's rows (the copy out
 moved no row and its call, which carried the check, was skipped), (b) an in-place map (its window's read, the
-preload, was not checked), (c) a store under an `if` (open: the copy out writes the whole window, the preloaded
-elements the condition skips included, so it cannot tell the user's stores from them; a strict xfail). The ascend
+preload, was not checked), (c) a store under an `if` (the copy out writes the whole window, the preloaded
+elements the condition skips included, so it cannot tell the user's stores from them: a guard bounding the index
+is read here; any other condition in float16 / float32 since h-bounds38, test_bounds38_s38). The ascend
 reports are compared with cpu's (the same kernels in one child process under TW_BOUNDS_CHECK=1), and the in-range
 controls with numpy, the checker on.
 """
-import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -179,12 +178,10 @@ def test_guarded_stores_inside_are_silent_and_exact(name, n):
     assert reports == [] and y.tolist() == _guarded_want(n).tolist(), reports
 
 
-@pytest.mark.xfail(strict=True, reason="open (c): a store under a data-dependent `if` is staged as preload + select + "
-                   "one window copied out, which cannot tell the user's stores from the preloaded elements the "
-                   "condition skips (a guard bounding the index is read: test_guarded_stores_*)")
 def test_store_under_an_if_past_the_row_is_reported():
+    """(c) closed by h-bounds38 (the simulator follows which UB elements still hold the preload's: test_bounds38_s38)."""
     _, reports = _ascend("under_if", 3)  # x[j] > 2 at j = 5..7: Y[0, 8..10]
-    assert any("out of bounds" in r for r in reports), reports
+    assert any("a T.Parallel map stores index 8 of dimension 1 of tensor Y" in r for r in reports), reports
 
 
 def test_store_under_an_if_in_range_exact():
@@ -213,16 +210,11 @@ for name, n, _, _ in B.OUTSIDE + [("under_if", 3, None, None)]:
 
 def test_cpu_checked_reports_the_same_index(tmp_path):
     """The same kernels on cpu under TW_BOUNDS_CHECK=1 (read once per process: a child) report the index ascend910b
-    reports (and (c)'s store, which ascend910b does not yet)."""
-    from tw_test_util import suite_cache_dir
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
-    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": suite_cache_dir(tmp_path)})
-    here = str(pathlib.Path(__file__).resolve().parent)
-    p = subprocess.run([sys.executable, "-c", CHILD, here], env=env, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr
-    lines = p.stdout.strip().splitlines()
+    reports (and (c)'s store, which ascend910b reports since h-bounds38)."""
+    from tw_test_util import bounds_checked_child
+    lines = bounds_checked_child(CHILD, tmp_path)
     for (name, n, _, (i, d)), ln in zip(OUTSIDE + [("under_if", 3, None, (8, 1))], lines):
-        assert ln.startswith(f"{name} {n} index {i} is out of bounds for dimension {d}"), p.stdout
+        assert ln.startswith(f"{name} {n} index {i} is out of bounds for dimension {d}"), lines
 
 
 # port36 F4 (fixed): an error at a statement of a loop that multi_buffer unrolls printed the loop's internal variable,

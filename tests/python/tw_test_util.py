@@ -111,6 +111,19 @@ def suite_cache_dir(tmp_path):
     return os.path.dirname(kernels) if kernels else str(tmp_path / "cache")
 
 
+def bounds_checked_child(code, tmp_path):
+    """Runs `code` (Python; its argv[1] is the tests' directory) in a child process under TW_BOUNDS_CHECK=1 (read
+    once per process) with this suite's kernel cache; asserts it exits 0 and returns its stdout's lines."""
+    import pathlib
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TW_")}
+    env.update({"TW_BOUNDS_CHECK": "1", "TW_CACHE_DIR": suite_cache_dir(tmp_path)})
+    here = str(pathlib.Path(__file__).resolve().parent)
+    p = subprocess.run([sys.executable, "-c", code, here], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip().splitlines()
+
+
 def avx2_child_npz(tmp_path, module):
     """Runs `module.child_main(path)` (a test module in this directory) in a child process whose cpu
     target is x86-64-v3 (AVX2 + FMA), sharing this process's disk cache, and returns the path of

@@ -90,7 +90,7 @@ std::optional<ir::Stmt> peel_ub_window(const ir::CopyNode* c, const ir::Span& sp
   ir::Region pu = peel(ub, un[0]), pg = peel(gm, gn[0]);
   std::vector<ir::Expr> used = c->used;  // a checked window's: iteration v reads the user's index where v < used
   if (!used.empty()) used[gn[0]] = ir::arith::sub(used[gn[0]], v);
-  ir::Stmt copy = std::make_shared<ir::CopyNode>(load ? pg : pu, load ? pu : pg, sp, c->atomic, c->checked, used);
+  ir::Stmt copy = std::make_shared<ir::CopyNode>(load ? pg : pu, load ? pu : pg, sp, c->atomic, c->checked, used, c->preload);
   if (auto inner = rewrite_copy(as<ir::CopyNode>(copy), sp, names))
     copy = inner->size() == 1 ? (*inner)[0] : std::make_shared<ir::SeqNode>(std::move(*inner), sp);
   return std::make_shared<ir::ForNode>(v, ir::int_imm(0, ir::kIndexType, sp), ir::int_imm(ue[un[0]], ir::kIndexType, sp),
@@ -105,7 +105,7 @@ std::optional<std::vector<ir::Stmt>> rewrite_copy(const ir::CopyNode* c, const i
     auto e = vec::const_extents(c->dst);
     if (std::count(e.begin(), e.end(), -1)) return std::nullopt;
     ir::Buffer tmp = names.ub(c->dst.buffer, "_" + std::string(st.name()), st, e, sp, out);
-    out.push_back(std::make_shared<ir::CopyNode>(c->src, ir::full_region(tmp), sp, false, c->checked, c->used));
+    out.push_back(std::make_shared<ir::CopyNode>(c->src, ir::full_region(tmp), sp, false, c->checked, c->used, c->preload));
     out.push_back(vec::cast_map(c->dst, ir::full_region(tmp), sp, names));
     return out;
   }
@@ -117,7 +117,7 @@ std::optional<std::vector<ir::Stmt>> rewrite_copy(const ir::CopyNode* c, const i
     ir::Buffer tmp = names.ub(c->dst.buffer, "_win", dt, e, sp, out);
     auto m = vec::region_map(c->dst, ir::full_region(tmp), sp, [](ir::Expr x) { return x; }, names);
     if (!m) return std::nullopt;
-    out.push_back(std::make_shared<ir::CopyNode>(c->src, ir::full_region(tmp), sp, false, c->checked, c->used));
+    out.push_back(std::make_shared<ir::CopyNode>(c->src, ir::full_region(tmp), sp, false, c->checked, c->used, c->preload));
     out.push_back(*m);
     return out;
   }

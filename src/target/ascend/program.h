@@ -152,9 +152,17 @@ struct DimIndex {
 // leaves a dimension. It rides on the zero fill of the copy's tail (select_instructions), which runs
 // exactly where the window leaves the tensor (the copy itself may be empty and not issued).
 // Checker metadata: not printed.
+// preload (ir.h CopyNode::preload, a map's stores that may skip elements of their window): on the zero fill of
+// the preload's tail (no dims), what it writes is the preload's; on the copy out, the simulator reports an
+// element of the window outside the tensor that no longer holds the preload's (the map stored it; written.h),
+// in place of the window leaving a dim: `dims` are every dim of the window not proved inside or of more than
+// one index, `strides` (elements, one per dims entry) place each element in the UB tile at `tile`.
 struct WindowCheck {
   int param = -1;  // the tensor parameter (-1: no check)
   std::vector<DimIndex> dims;
+  bool preload = false;
+  LocalRef tile;
+  std::vector<int64_t> strides;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -222,6 +230,7 @@ struct CopyGmToUb {
   ir::Expr n_rows, row_bytes, src_stride, dst_stride;
   bool pad = false;
   ir::Expr left;  // null: 0
+  bool preload = false;  // ir.h CopyNode::preload: what it writes is the preload's (WindowCheck; not printed)
 };
 
 // MTE3. UB -> GM, DataCopyPad. Same fields as CopyGmToUb (src_stride multiple of 32).
@@ -341,6 +350,7 @@ struct DataCopyPadGmToUb {
   ir::Expr blockCount, blockLen, srcStride, dstStride;
   bool isPad = false;
   ir::Expr leftPadding, rightPadding, paddingValue;
+  bool preload = false;  // CopyGmToUb's (checker metadata, not printed)
 };
 
 // MTE3. DataCopyPad(dst GM, src UB, DataCopyExtParams{blockCount, blockLen, srcStride, dstStride, 0}):

@@ -780,7 +780,7 @@ class Lowerer {
         };
         ir::Region src = region(n->src), dst = region(n->dst);
         if (!loads.empty())
-          return with_loads(std::move(loads), lower(std::make_shared<ir::CopyNode>(src, dst, n->span, n->atomic, n->checked, n->used), inside), sp);
+          return with_loads(std::move(loads), lower(std::make_shared<ir::CopyNode>(src, dst, n->span, n->atomic, n->checked, n->used, n->preload), inside), sp);
         if (!inside) outside_scope(s, "a tile op");
         return lower_tile_op(s);
       }
@@ -1347,14 +1347,15 @@ class Lowerer {
         return emit(CopyGmToUb{GmRef{g.param, add(g.offset, gm)},
                                local(w, add(mul(add(row, g.skip_rows), C(ub_stride * b)), col_shift)), dt,
                                g.valid_rows, mul(g.valid_cols, C(b)), mul(g.row_stride, C(b)), C(ub_stride * b), tail,
-                               zero_or_null(left)},
+                               zero_or_null(left), n->preload},
                     sp);
       });
       if (!tail) return copy;
       auto col0 = ir::as_const_int(n->dst.starts.back());
       bool to_row_end = col0 && *col0 + g.cols == w.buf->cols;  // the bytes after each row are padding
-      return seq({zero_tile(w, g.total_rows(), g.cols, ub_stride, is_short, sp, to_row_end,
-                            n->checked ? window_check(n->src, n->used, sp) : WindowCheck{}),
+      WindowCheck fill_check = n->checked ? window_check(n->src, n->used, sp) : WindowCheck{};
+      fill_check.preload = n->preload;  // the preload's fill: what it writes is the preload's
+      return seq({zero_tile(w, g.total_rows(), g.cols, ub_stride, is_short, sp, to_row_end, std::move(fill_check)),
                   copy},
                  sp);
     }
@@ -1366,11 +1367,12 @@ class Lowerer {
       if (g.unclipped_cols) return store_before_column_0(n, w, sp);
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
+      const WindowCheck wc = store_check(n, sp);
       return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
         return emit(CopyUbToGm{local(w, add(mul(add(row, g.skip_rows), C(ub_stride * b)), mul(g.skip_cols, C(b)))),
                                GmRef{g.param, add(g.offset, gm)},
                                dt, g.valid_rows, mul(g.valid_cols, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)),
-                               n->atomic, n->checked ? window_check(n->dst, n->used, sp) : WindowCheck{}},
+                               n->atomic, wc},
                     sp);
       });
     }
@@ -1421,6 +1423,47 @@ class Lowerer {
                                    used.empty() ? nullptr : simp(idx32(used[d]))});
     }
     if (!wc.dims.empty()) wc.param = params_.at(r.buffer.get());
+    return wc;
+  }
+  // A copy out's check: a checked store's window, or a preload's copy out (ir.h CopyNode::preload) element by
+  // element: every dim of the window, each with its elements' stride
+  // in the UB tile and its used count (program.h WindowCheck::preload; none when the window is proved inside its
+  // tensor).
+  WindowCheck store_check(const ir::CopyNode* n, const Span& sp) {
+    if (n->checked) return window_check(n->dst, n->used, sp);
+    if (!n->preload) return WindowCheck{};
+    const ir::Region &r = n->dst, &u = n->src;
+    WindowCheck wc = window_check(r, n->used, sp);
+    if (wc.dims.empty()) return wc;
+    const Buf& b = buf(u.buffer, sp);
+    auto ge = const_extents(r, sp), ue = const_extents(u, sp);
+    // the tile's element strides (select_instructions' Window: dense row-major, rows pcols apart)
+    std::vector<int64_t> us(ue.size());
+    int64_t stride = 1;
+    for (size_t d = ue.size(); d-- > 0;) {
+      us[d] = stride;
+      stride *= d + 1 == ue.size() ? b.pcols : b.shape[d];
+    }
+    std::vector<size_t> gn, un;  // the non-unit dims of each side, which pair in order
+    for (size_t d = 0; d < ge.size(); ++d) if (ge[d] != 1) gn.push_back(d);
+    for (size_t d = 0; d < ue.size(); ++d) if (ue[d] != 1) un.push_back(d);
+    bool same = gn.size() == un.size() && b.mem == Mem::UB;
+    for (size_t k = 0; same && k < gn.size(); ++k) same = ge[gn[k]] == ue[un[k]];
+    if (!same)
+      throw Error("internal: preload_copy " + ir::print(u) + " -> " + ir::print(r) + ": the tile's window does not "
+                      "pair its dims with the tensor's", sp, "stage_global_maps stages such a map's stores in a tile "
+                      "of the window's shape");
+    wc.dims.clear();
+    wc.preload = true;
+    wc.tile = local(window(u, sp));
+    for (size_t d = 0, k = 0; d < ge.size(); ++d) {
+      Expr st = start32(r.starts[d]);
+      const bool unit = ge[d] == 1;
+      wc.dims.push_back(DimIndex{st, idx32(r.buffer->shape[d]), static_cast<int>(d), ge[d],
+                                 n->used.empty() ? nullptr : simp(idx32(n->used[d]))});
+      wc.strides.push_back(unit ? 0 : us[un[k]]);
+      k += !unit;
+    }
     return wc;
   }
   // window: the checks of a checked copy's window, carried by the fill (it runs where the window leaves
@@ -1502,7 +1545,7 @@ class Lowerer {
       p_.buffers.back().temp_of = n->src.buffer->name;  // a capacity error names the tile it serves
     }
     int scratch = it->second;
-    const WindowCheck wc = n->checked ? window_check(n->dst, n->used, sp) : WindowCheck{};  // on both stores
+    const WindowCheck wc = store_check(n, sp);  // on both stores
     return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
       Expr first = add(row, g.skip_rows);  // the tile row of the first row stored
       StmtPtr main = emit(CopyUbToGm{local(w, add(mul(first, C(ub_stride * b)), mul(a, C(b)))),

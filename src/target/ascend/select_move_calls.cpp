@@ -205,7 +205,7 @@ class Selector {
                         gap(call, "dstStride", c.n_rows, floordiv(sub(c.dst_stride, round32(add(lead, c.row_bytes))), C(32)),
                             kU32, "32 B blocks"),
                         c.pad, field("DataCopyPadExtParams", "leftPadding", left, 0, kU8, "elements"),
-                        field("DataCopyPadExtParams", "rightPadding", right, 0, kU8, "elements"), C(0)};
+                        field("DataCopyPadExtParams", "rightPadding", right, 0, kU8, "elements"), C(0), c.preload};
     return guarded({c.n_rows}, ins(std::move(x)));
   }
 
@@ -215,7 +215,11 @@ class Selector {
   StmtPtr select(const CopyUbToGm& c, const StmtPtr& s) {
     if (StmtPtr parts = in_parts(c, s)) return parts;
     const char* call = "DataCopyExtParams";
-    const bool issued = c.window.param >= 0;  // unguarded: the window's check runs whatever the count
+    // unguarded: the window's check runs whatever the count; a preload pair's (WindowCheck::preload: its map may
+    // store nothing outside) only where the rows it skips keep the UB address on a 32 B block (else the empty
+    // call's address would be reported misaligned for a right kernel)
+    auto pitch = ir::as_const_int(c.src_stride);
+    const bool issued = c.window.param >= 0 && (!c.window.preload || (pitch && *pitch % 32 == 0));
     auto* m = c.n_rows->kind == ir::ExprKind::Binary ? ir::as<ir::BinaryNode>(c.n_rows) : nullptr;
     const bool clamped = m && m->op == BinOp::Max && ir::as_const_int(m->b) == 0;  // gm_window's max(.., 0)
     const Expr rows = issued && !clamped ? simp(ir::binary(BinOp::Max, c.n_rows, C(0))) : c.n_rows;

@@ -508,7 +508,7 @@ class Selector {
     elementwise({VecApi::Cast, x.dst_dtype, x.src_dtype, &x.dst, &x.src, nullptr, {}, x.round}, x.rows, x.cols, out);
   }
   void expand(const VecDup& x, std::vector<StmtPtr>& out) {
-    window_ = x.window.dims.empty() ? nullptr : &x.window;
+    window_ = x.window.dims.empty() && !x.window.preload ? nullptr : &x.window;
     elementwise({VecApi::Duplicate, x.dtype, x.dtype, &x.dst, nullptr, nullptr, x.value, RoundMode::None}, x.rows, x.cols, out);
     window_ = nullptr;
   }

@@ -550,7 +550,7 @@ class Splitter {
       st[dst.get()] = sd;
     }
     out.push_back(std::make_shared<ir::CopyNode>(with_buffer(c->src, inc(src, sd)), with_buffer(c->dst, inc(dst, sd)), sp,
-                                                  c->atomic, c->checked));
+                                                  c->atomic, c->checked, std::vector<ir::Expr>{}, c->preload));
     return ir_seq(std::move(out), sp);
   }
 
@@ -775,7 +775,7 @@ class Splitter {
           Region b = rd ? row_region(c->dst, span) : c->dst.buffer->scope == Scope::global ? gm_rows(c->dst, M, span) : c->dst;
           if ((rs && !rd && c->dst.buffer->scope != Scope::global) || (rd && !rs && c->src.buffer->scope != Scope::global))
             not_local(span, "a copy between a row tile and a tile without rows");
-          return std::make_shared<ir::CopyNode>(a, b, span, c->atomic, c->checked);
+          return std::make_shared<ir::CopyNode>(a, b, span, c->atomic, c->checked, std::vector<ir::Expr>{}, c->preload);
         }
         case StmtKind::For:
           if (Stmt r = row_loop(s)) return r;

@@ -128,6 +128,14 @@ struct Access {
   // store is the only one into its tile, so the user's stores are the window's elements before those ends
   std::vector<Expr> guard_end;
   bool guarded = false;
+  // a stored owner's copies are a preload pair (ir.h CopyNode::preload): the map may skip elements of its window
+  // (a preload) and neither check above covers its stores (an in-place map's checked preload reports the window
+  // as the read); float16 / float32 only, whose `where` is a Select the simulator follows lane by lane (other
+  // dtypes blend with arithmetic, y * (1 - m) + v * m, which writes every element: open)
+  bool kept_check() const {
+    return preload && !checked && !guarded &&
+           (g->dtype == ir::DType(ir::DTypeCode::f16) || g->dtype == ir::DType(ir::DTypeCode::f32));
+  }
 };
 
 std::string access_text(const ir::Buffer& g, const std::vector<Expr>& idx) { return ir::print(ir::load(g, idx)); }
@@ -473,7 +481,8 @@ class StageMap {
       // preload: every store and every read of its window one the map always makes, no constants merged)
       if (!a.stored || a.preload)
         out.push_back(std::make_shared<ir::CopyNode>(windows.back(), ir::full_region(a.tile), sp_, false, a.checked,
-                                                     a.checked && padded ? used : std::vector<Expr>{}));
+                                                     a.checked && padded ? used : std::vector<Expr>{},
+                                                     a.stored && a.kept_check()));
       if (a.stored && a.guarded)  // the user's stores: the window's elements before the guard's ends
         for (size_t k = 0; k < a.dims.size(); ++k)
           if (a.guard_end[k]) {
@@ -511,10 +520,12 @@ class StageMap {
         // checked where the map stores every element of the window itself (no preload: no `if`, no constants
         // merged, no read of the tensor; serial_maps' guarded store `C[k] = select(c, v, C[k])` reads it; an
         // in-place map's checked preload reports the window first, as cpu reports the read), or the elements
-        // before a guard's ends (guard_ends: its used extents)
-        const bool chk = (acc_[i].checked && !acc_[i].preload) || acc_[i].guarded;
+        // before a guard's ends (guard_ends: its used extents); else, where the map may skip elements of the
+        // window (a preload), element by element (ir.h CopyNode::preload: the elements outside the tensor the map
+        // stored)
+        const bool chk = (acc_[i].checked && !acc_[i].preload) || acc_[i].guarded, kept = acc_[i].kept_check();
         out.push_back(std::make_shared<ir::CopyNode>(ir::full_region(acc_[i].tile), windows[i], sp_, false, chk,
-                                                     chk ? acc_[i].used : std::vector<Expr>{}));
+                                                     chk || kept ? acc_[i].used : std::vector<Expr>{}, kept));
       }
   }
 

@@ -352,7 +352,10 @@ struct Fields {
       if (d.used) f(d.used);
     }
   }
-  void operator()(WindowCheck& w) const { (*this)(w.dims); }
+  void operator()(WindowCheck& w) const {
+    (*this)(w.dims);
+    if (w.tile.offset) (*this)(w.tile);
+  }
   template <class... X>
   void all(X&... x) const { ((*this)(x), ...); }
 };

@@ -71,6 +71,16 @@ void level0_operand(Operand& operand, const RMem& m, int es, int64_t mask, int64
 // ---------------------------------------------------------------------------------------------
 // Validation and access lists
 
+std::string Machine::window_text(int param, const ROutsideDim& o, const std::string& verb, const std::string& here,
+                                 const std::string& fix) const {
+  return "a T.Parallel map " + verb + " index " + std::to_string(o.index) + " of dimension " + std::to_string(o.dim) +
+         " of " + buffer_name(RMem{true, param, 0}, true) + ", which has " + std::to_string(o.extent) +
+         ": outside the dimension (its element " + verb + " cover indices " + std::to_string(o.start) + " .. " +
+         std::to_string(o.start + o.count - 1) + " of it, " + here + "; on cpu another row's elements or past the " +
+         "tensor). A map's element " + verb + " are not clipped as a T.copy window is: keep each index within its " +
+         "dimension (" + fix;
+}
+
 bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
   bool ok = true;
   auto fail = [&](ReportKind k, const std::string& msg) {
@@ -157,11 +167,7 @@ bool Machine::accesses(Core& c, const RInstr& r, std::vector<Access>& out) {
   auto window_report = [&](int param, const ROutsideDim& o, const std::string& verb, const std::string& here,
                            const std::string& fix) {
     if (!ok || o.dim < 0) return;
-    report(ReportKind::OutOfBounds,
-           outside_text(RMem{true, param, 0}, o, "a T.Parallel map " + verb) + " (its element " + verb + " cover " +
-               "indices " + std::to_string(o.start) + " .. " + std::to_string(o.start + o.count - 1) + " of it, " +
-               here + "; on cpu another row's elements or past the tensor). A map's element " + verb +
-               " are not clipped as a T.copy window is: keep each index within its dimension (" + fix,
+    report(ReportKind::OutOfBounds, window_text(param, o, verb, here, fix),
            {describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
   };
   // A scalar-unit element whose index leaves its dimension (hunt34 F1 / F2): inside the buffer, another

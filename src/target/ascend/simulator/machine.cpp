@@ -161,7 +161,7 @@ ROp build(const InstrOp& op, Get&& get) {
             RDataCopy r{RDataCopy::GmToUb, gm(x.src), loc(x.dst), x.dtype.code};
             r.count = get(x.blockCount).i, r.len = get(x.blockLen).i;
             r.src_stride = get(x.srcStride).i, r.dst_stride = get(x.dstStride).i;
-            r.is_pad = x.isPad;
+            r.is_pad = x.isPad, r.preload = x.preload;
             r.left = get(x.leftPadding).i, r.right = get(x.rightPadding).i, r.pad_value = get(x.paddingValue).f;
             return r;
           },
@@ -170,7 +170,16 @@ ROp build(const InstrOp& op, Get&& get) {
             r.count = get(x.blockCount).i, r.len = get(x.blockLen).i;
             r.src_stride = get(x.srcStride).i, r.dst_stride = get(x.dstStride).i;
             r.atomic = x.atomic;
-            r.window_param = x.window.param, r.window = outside_dim(x.window.dims, get);
+            if (!x.window.preload) {
+              r.window_param = x.window.param, r.window = outside_dim(x.window.dims, get);
+              return r;
+            }
+            r.kept.param = x.window.param, r.kept.tile = loc(x.window.tile);
+            for (size_t k = 0; k < x.window.dims.size(); ++k) {
+              const DimIndex& d = x.window.dims[k];
+              const int64_t i = get(d.index).i, n = get(d.extent).i;
+              r.kept.dims.push_back({d.dim, i, n, d.count, x.window.strides[k], d.used ? std::min(d.count, get(d.used).i) : d.count});
+            }
             return r;
           },
           [&](const DataCopyUbToUb& x) -> ROp {
@@ -219,6 +228,7 @@ ROp build(const InstrOp& op, Get&& get) {
             r.cmp = x.cmp;
             if (x.sel.buffer >= 0) r.sel = loc(x.sel);
             r.window_param = x.window.param, r.window = outside_dim(x.window.dims, get);
+            r.preload = x.window.preload;
             return r;
           },
           [&](const VecCallL0& x) -> ROp {
@@ -233,6 +243,7 @@ ROp build(const InstrOp& op, Get&& get) {
             r.blk[0] = get(x.dst_blk).i, r.blk[1] = get(x.src0_blk).i, r.blk[2] = get(x.src1_blk).i;
             r.rep[0] = get(x.dst_rep).i, r.rep[1] = get(x.src0_rep).i, r.rep[2] = get(x.src1_rep).i;
             r.window_param = x.window.param, r.window = outside_dim(x.window.dims, get);
+            r.preload = x.window.preload;
             return r;
           },
           [&](const WholeReduce& x) -> ROp {

@@ -64,6 +64,15 @@ struct RNd2Nz {
 // The first index of an element access (or of a window's indices start .. start + count - 1) outside its
 // dimension (program.h DimIndex); dim -1: none.
 struct ROutsideDim { int dim = -1; int64_t index = 0, extent = 0, start = 0, count = 1; };
+// A preload's copy out (program.h WindowCheck::preload): the window's dims, each element of the window at
+// tile + sum(i_d * stride_d) elements, of which the first `used` of each dim are the user's (program.h DimIndex);
+// written.h reports an element outside the tensor the preload no longer holds.
+struct RKept {
+  struct Dim { int dim; int64_t start, extent, count, stride, used; };
+  int param = -1;  // -1: no such check
+  RMem tile;
+  std::vector<Dim> dims;
+};
 // DataCopyPad (GM -> UB, UB -> GM) and DataCopy (UB -> UB) in the API's fields; the byte geometry
 // the fields describe is given by the member functions.
 struct RDataCopy {
@@ -76,6 +85,8 @@ struct RDataCopy {
   bool atomic = false;  // UbToGm after SetAtomicAdd<dt>: added into GM (program.h DataCopyPadUbToGm)
   int window_param = -1;  // UbToGm: the tensor of the window check it carries (program.h WindowCheck)
   ROutsideDim window;
+  bool preload = false;  // GmToUb: a preload's copy in (program.h WindowCheck::preload)
+  RKept kept;            // UbToGm: a preload's copy out
   int es() const { return ir::DType(dt).bytes(); }
   int64_t bytes() const { return kind == UbToUb ? len * 32 : len; }  // data bytes of one burst
   // bytes one UB burst occupies (GM -> UB: padding elements + data rounded up to 32 B)
@@ -114,6 +125,7 @@ struct RVecCall {
   int64_t blk[3] = {1, 1, 1}, rep[3] = {0, 0, 0};  // dst, src0, src1 (32 B blocks)
   int window_param = -1;  // Duplicate: the tensor of the window check it carries (program.h WindowCheck)
   ROutsideDim window;
+  bool preload = false;  // Duplicate: a preload's zero fill (program.h WindowCheck::preload)
 };
 struct RWholeReduce { ReduceOp op; ir::DTypeCode dt; RMem dst, src; int64_t mask, repeat, dst_rep, src_blk, src_rep; };
 struct RBrcb { ir::DTypeCode dt; RMem dst, src; int64_t repeat, dst_blk, dst_rep; };
@@ -291,6 +303,11 @@ class Machine {
   std::string buffer_name(const RMem& m, bool brief = false, const char* local = "tile") const;
 
   void report(ReportKind k, std::string msg, std::vector<ReportInstr> instrs);
+  // The report of a map's staged window of tensor `param` leaving dim o.dim (functional.cpp, written.h): its
+  // element `verb` ("reads" / "stores"); here: what the copy did there; fix: the hint's ways after "keep each
+  // index within its dimension (".
+  std::string window_text(int param, const ROutsideDim& o, const std::string& verb, const std::string& here,
+                          const std::string& fix) const;
   ReportInstr describe(const Core& c, const Instr* in, int64_t cycle) const;
 
   // functional.cpp: performs the data effect. Returns false if an operand was rejected

@@ -8,20 +8,33 @@ namespace tw::ascend::sim {
 Written::Written(Machine& m) : m_(m) {
   first_ = static_cast<int>(m.prog.params.size()) + 1;
   bytes_.resize(m.cores.size() * 5);
+  kept_.resize(m.cores.size() * 5);
   gen_.assign(m.cores.size() * 5, 1);
 }
 
-uint8_t* Written::map(int space, int64_t end) {
-  auto& v = bytes_[static_cast<size_t>(space - first_)];
+namespace {
+uint8_t* grow(std::vector<uint8_t>& v, int64_t end) {
   if (static_cast<int64_t>(v.size()) < end) v.resize(static_cast<size_t>(end), 0);
   return v.data();
 }
+// the row_bytes bytes of each row of r set to value
+void fill(uint8_t* p, const Rect& r, uint8_t value) {
+  if (r.rows == 1 || r.stride == r.row_bytes) {
+    std::memset(p + r.start, value, static_cast<size_t>(r.end() - r.start));
+    return;
+  }
+  for (int64_t i = 0; i < r.rows; ++i) std::memset(p + r.start + i * r.stride, value, static_cast<size_t>(r.row_bytes));
+}
+}  // namespace
+
+uint8_t* Written::map(int space, int64_t end) { return grow(bytes_[static_cast<size_t>(space - first_)], end); }
 
 void Written::new_block(const Core& c) {
   for (int k = 0; k < 5; ++k) {
     const size_t i = static_cast<size_t>(c.index * 5 + k);
     if (++gen_[i] != 0) continue;
     std::fill(bytes_[i].begin(), bytes_[i].end(), uint8_t{0});
+    std::fill(kept_[i].begin(), kept_[i].end(), uint8_t{0});
     gen_[i] = 1;
   }
 }
@@ -29,13 +42,66 @@ void Written::new_block(const Core& c) {
 void Written::mark(int space, const Rect& r) {
   if (r.rows <= 0 || r.row_bytes <= 0 || space < first_) return;
   int64_t hi = r.rows > 1 && r.stride < 0 ? r.start + r.row_bytes : r.end();
-  uint8_t* p = map(space, hi);
+  fill(map(space, hi), r, gen_[static_cast<size_t>(space - first_)]);
+}
+
+void Written::keep(int space, const Rect& r, bool on) {
+  if (r.rows <= 0 || r.row_bytes <= 0 || space < first_ || (!on && !any_kept_)) return;
+  any_kept_ = any_kept_ || on;
+  int64_t hi = r.rows > 1 && r.stride < 0 ? r.start + r.row_bytes : r.end();
+  fill(grow(kept_[static_cast<size_t>(space - first_)], hi), r, on ? gen_[static_cast<size_t>(space - first_)] : 0);
+}
+
+bool Written::kept(int space, int64_t a, int64_t n) const {
+  if (space < first_ || a < 0) return false;
+  const auto& v = kept_[static_cast<size_t>(space - first_)];
   const uint8_t g = gen_[static_cast<size_t>(space - first_)];
-  if (r.rows == 1 || r.stride == r.row_bytes) {
-    std::memset(p + r.start, g, static_cast<size_t>(r.end() - r.start));
-    return;
+  if (a + n > static_cast<int64_t>(v.size())) return false;
+  for (int64_t b = a; b < a + n; ++b)
+    if (v[static_cast<size_t>(b)] != g) return false;
+  return true;
+}
+
+// The preload's copy out (RKept): the first element of the window outside the tensor, in row-major order, that
+// does not hold the preload's is one the map stored (the copy clips it: nothing stored there on the chip).
+void Written::check_kept(Core& c, const RInstr& r, const RDataCopy& x) {
+  const RKept& k = x.kept;
+  if (k.param < 0 || !m_.opt.functional) return;  // timing-only: no Select lanes to follow
+  bool outside = false;  // a user's element outside (none when a dim has none of the user's: a padded block)
+  for (const auto& d : k.dims) {
+    if (d.used <= 0) return;
+    outside = outside || d.start < 0 || d.start + d.used > d.extent;
   }
-  for (int64_t i = 0; i < r.rows; ++i) std::memset(p + r.start + i * r.stride, g, static_cast<size_t>(r.row_bytes));
+  if (!outside) return;
+  const Machine::Span s = m_.base(c, k.tile);
+  const int es = x.es();
+  std::vector<int64_t> i(k.dims.size(), 0);
+  for (bool more = true; more;) {
+    int out = -1;
+    int64_t at = 0;
+    for (size_t d = 0; d < k.dims.size(); ++d) {
+      const int64_t idx = k.dims[d].start + i[d];
+      if (out < 0 && (idx < 0 || idx >= k.dims[d].extent)) out = static_cast<int>(d);
+      at += i[d] * k.dims[d].stride;
+    }
+    if (out >= 0 && !kept(s.space, s.abs_base + k.tile.off + at * es, es)) {
+      const auto& d = k.dims[static_cast<size_t>(out)];
+      std::string msg =
+          m_.window_text(k.param, ROutsideDim{d.dim, d.start + i[static_cast<size_t>(out)], d.extent, d.start, d.used},
+                         "stores", "staged under a condition with the tensor's elements and copied out clipped: not "
+                         "stored here", "make the condition exclude it (`if j + n < N`), or store into a tile and "
+                         "T.copy it out (clipped)");
+      // once per text (a store before column 0 is two copies out with the same check)
+      if (kept_reported_.insert(msg).second)
+        m_.report(ReportKind::OutOfBounds, std::move(msg), {m_.describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
+      return;
+    }
+    more = false;
+    for (size_t d = k.dims.size(); d-- > 0 && !more;) {
+      more = ++i[d] < k.dims[d].used;
+      if (!more) i[d] = 0;
+    }
+  }
 }
 
 Written::Gap Written::find(int space, const Rect& r) {
@@ -88,6 +154,7 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
 
   if (auto* x = std::get_if<RDataCopy>(&r.op)) {
     if (x->kind == RDataCopy::UbToGm) {
+      check_kept(c, r, *x);
       if (!read) return;
       Gap g = find(read->space, read->rect);
       if (g.count == 0) return;
@@ -113,6 +180,12 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
       const uint8_t* sp = bytes_[static_cast<size_t>(read->space - first_)].data();
       for (int64_t i = 0; i < s.rows; ++i)
         std::memmove(dp + d.start + i * d.stride, sp + s.start + i * s.stride, static_cast<size_t>(std::min(s.row_bytes, d.row_bytes)));
+      if (!any_kept_) return;
+      grow(kept_[static_cast<size_t>(read->space - first_)], s.end());
+      uint8_t* kd = grow(kept_[static_cast<size_t>(write->space - first_)], d.end());
+      const uint8_t* ks = kept_[static_cast<size_t>(read->space - first_)].data();
+      for (int64_t i = 0; i < s.rows; ++i)
+        std::memmove(kd + d.start + i * d.stride, ks + s.start + i * s.stride, static_cast<size_t>(std::min(s.row_bytes, d.row_bytes)));
       return;
     }
     // GM -> UB: the data bytes of each row and, with isPad, its padding elements; the rest of the
@@ -122,6 +195,7 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
     const int64_t lead = x->left * x->es(), pad = x->right * x->es();
     if (x->is_pad) mark(write->space, Rect{d.start, d.rows, lead + x->len + pad, d.stride});
     else mark(write->space, Rect{d.start + lead, d.rows, x->len, d.stride});
+    keep(write->space, d, x->preload && m_.opt.functional);
     return;
   }
   if (auto* x = std::get_if<RFixpipe>(&r.op)) {  // mSize rows of each 16-column strip it stores
@@ -166,7 +240,10 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
     const int64_t sepb = 32 / ses, depb = 32 / des;
     const auto& sv = bytes_[static_cast<size_t>(read->space - first_)];
     const uint8_t sg = gen_[static_cast<size_t>(read->space - first_)], dg = gen_[static_cast<size_t>(write->space - first_)];
-    std::vector<std::pair<int64_t, bool>> out;  // destination element address, written (all read first: in place)
+    // and holds the preload's where its source element does (a float16 map computes in float32: the preload cast
+    // up, selected, cast back)
+    struct Elem { int64_t at; bool written, kept; };  // the destination's (all read first: in place)
+    std::vector<Elem> out;
     out.reserve(static_cast<size_t>(std::max<int64_t>(0, x->mask * x->repeat)));
     for (int64_t rp = 0; rp < x->repeat; ++rp)
       for (int64_t k = 0; k < x->mask; ++k) {
@@ -174,13 +251,17 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
         const int64_t da = write->rect.start + rp * x->rep[0] * 32 + (k / depb) * x->blk[0] * 32 + (k % depb) * des;
         bool w = sa >= 0 && sa + ses <= static_cast<int64_t>(sv.size());
         for (int b = 0; w && b < ses; ++b) w = sv[static_cast<size_t>(sa + b)] == sg;
-        out.emplace_back(da, w);
+        out.push_back({da, w, any_kept_ && kept(read->space, sa, ses)});
       }
     int64_t hi = 0;
-    for (const auto& [da, w] : out) hi = std::max(hi, da + des);
+    for (const auto& e : out) hi = std::max(hi, e.at + des);
     uint8_t* dp = map(write->space, hi);
-    for (const auto& [da, w] : out)
-      if (da >= 0) std::memset(dp + da, w ? dg : 0, static_cast<size_t>(des));
+    uint8_t* kp = any_kept_ ? grow(kept_[static_cast<size_t>(write->space - first_)], hi) : nullptr;
+    for (const auto& e : out) {
+      if (e.at < 0) continue;
+      std::memset(dp + e.at, e.written ? dg : 0, static_cast<size_t>(des));
+      if (kp) std::memset(kp + e.at, e.kept ? dg : 0, static_cast<size_t>(des));
+    }
     return;
   }
   if (auto* x = std::get_if<RVecCall>(&r.op);
@@ -204,28 +285,40 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
         if (a + b < 0 || a + b >= static_cast<int64_t>(v.size()) || v[static_cast<size_t>(a + b)] != g) return false;
       return true;
     };
-    bool all = true;
-    for (int64_t rp = 0; all && rp < x->repeat; ++rp)
-      for (int64_t j = 0; all && j < x->mask; ++j)
-        all = lane_written(s0, at(s0, x->src0, 1, rp, j)) && (!two || lane_written(s1, at(s1, x->src1, 2, rp, j)));
-    if (!all && sd.space >= first_) {
+    // a lane that keeps a preload's (written.h): its state follows the lane taken too
+    auto lane_kept = [&](const Machine::Span& s, int64_t a) { return any_kept_ && kept(s.space, a, es); };
+    bool all = true, some_kept = false;
+    for (int64_t rp = 0; (all || (any_kept_ && !some_kept)) && rp < x->repeat; ++rp)
+      for (int64_t j = 0; (all || (any_kept_ && !some_kept)) && j < x->mask; ++j) {
+        const int64_t a0 = at(s0, x->src0, 1, rp, j), a1 = two ? at(s1, x->src1, 2, rp, j) : 0;
+        all = all && lane_written(s0, a0) && (!two || lane_written(s1, a1));
+        some_kept = some_kept || lane_kept(s0, a0) || (two && lane_kept(s1, a1));
+      }
+    if ((!all || some_kept) && sd.space >= first_) {
       m_.wait_data();
       const Machine::Span sm = m_.base(c, x->sel);
       const uint8_t* bits = sm.data ? sm.data + x->sel.off : nullptr;  // functional.cpp: the same bits each repeat
-      std::vector<std::pair<int64_t, bool>> out;  // destination lane address, written (all read first: in place)
+      struct Lane { int64_t at; bool written, kept; };  // the destination's (all read first: in place)
+      std::vector<Lane> out;
       out.reserve(static_cast<size_t>(std::max<int64_t>(0, x->mask * x->repeat)));
       for (int64_t rp = 0; rp < x->repeat; ++rp)
         for (int64_t j = 0; j < x->mask; ++j) {
           const bool first = !bits || ((bits[j / 8] >> (j % 8)) & 1u);
-          const bool w = first ? lane_written(s0, at(s0, x->src0, 1, rp, j)) : !two || lane_written(s1, at(s1, x->src1, 2, rp, j));
-          out.emplace_back(at(sd, x->dst, 0, rp, j), w);
+          const int64_t a0 = at(s0, x->src0, 1, rp, j), a1 = two ? at(s1, x->src1, 2, rp, j) : 0;
+          const bool w = first ? lane_written(s0, a0) : !two || lane_written(s1, a1);
+          const bool k = first ? lane_kept(s0, a0) : two && lane_kept(s1, a1);
+          out.push_back({at(sd, x->dst, 0, rp, j), w, k});
         }
       int64_t hi = 0;
-      for (const auto& [da, w] : out) hi = std::max(hi, da + es);
+      for (const auto& l : out) hi = std::max(hi, l.at + es);
       uint8_t* dp = map(sd.space, hi);
+      uint8_t* kp = any_kept_ ? grow(kept_[static_cast<size_t>(sd.space - first_)], hi) : nullptr;
       const uint8_t dg = gen_[static_cast<size_t>(sd.space - first_)];
-      for (const auto& [da, w] : out)
-        if (da >= 0) std::memset(dp + da, w ? dg : 0, static_cast<size_t>(es));
+      for (const auto& l : out) {
+        if (l.at < 0) continue;
+        std::memset(dp + l.at, l.written ? dg : 0, static_cast<size_t>(es));
+        if (kp) std::memset(kp + l.at, l.kept ? dg : 0, static_cast<size_t>(es));
+      }
       return;
     }
   }
@@ -234,8 +327,11 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
   // an accumulator no initialising Mmad of the block wrote is reported (hunt37 F4: expand_gemm's F3 gave
   // such Mmads, and the copy stored the fill's 1.3e36 unreported)
   if (auto* x = std::get_if<RMmad>(&r.op); x && !x->init) return;
+  // any other write clears the preloaded state, except the preload's zero fill, which sets it
+  const auto* v = std::get_if<RVecCall>(&r.op);
+  const bool pre = v && v->preload && m_.opt.functional;
   for (const auto& a : acc)
-    if (a.write) mark(a.space, a.rect);
+    if (a.write) mark(a.space, a.rect), keep(a.space, a.rect, pre);
 }
 
 }  // namespace tw::ascend::sim

@@ -20,12 +20,20 @@
 // call's result is written whatever its operands held, except a Cast's: element i of its destination
 // has element i of its source's state (a converting T.copy casts into a staging tile first, review30 R1).
 //
+// The preloaded state (session 38, h-bounds38): a byte of UB holds the preload's when the preload of a map's
+// staged stores wrote it (program.h WindowCheck::preload: its copy in and the zero fill of its tail) and no
+// other instruction wrote it since; a Select's lane takes the state of the lane it takes (as for written), a
+// DataCopy UB -> UB copies it, a Cast's element its source element's, any other write clears it. The preload's copy out reports the first element
+// of its window outside the tensor that does not hold the preload's: the map stored it (`out of bounds`, as
+// cpu under TW_BOUNDS_CHECK=1 reports the store). Functional runs only (a Select's lanes are data).
+//
 // The state starts clear at each block (a block that relied on another block's bytes would get
 // other data with another block-to-core mapping). Bytes two tiles share (plan_memory's reuse) are
 // written by either: a tile that aliases bytes another tile wrote is not reported.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -50,6 +58,10 @@ class Written {
  private:
   uint8_t* map(int space, int64_t end);
   void mark(int space, const Rect& rect);
+  // the preloaded state of the bytes of rect: set (on) or cleared; kept(): [a, a + n) all preloaded
+  void keep(int space, const Rect& rect, bool on);
+  bool kept(int space, int64_t a, int64_t n) const;
+  void check_kept(Core& c, const RInstr& r, const RDataCopy& x);
   void report(Core& c, const RInstr& r, std::string msg);
 
   Machine& m_;
@@ -58,7 +70,10 @@ class Written {
   // each block start advances (so a new block clears nothing; the map is zeroed once in 255 blocks)
   std::vector<std::vector<uint8_t>> bytes_;
   std::vector<uint8_t> gen_;
+  std::vector<std::vector<uint8_t>> kept_;  // the preloaded state, as bytes_ (empty until a preload runs)
+  bool any_kept_ = false;
   std::unordered_set<const Instr*> reported_;  // one report per instruction of the program
+  std::unordered_set<std::string> kept_reported_;  // check_kept's reports, once per text
 };
 
 }  // namespace tw::ascend::sim
