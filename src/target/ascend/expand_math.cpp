@@ -100,11 +100,11 @@ struct Expander : ir::Mutator {
     return s;
   }
   Expr mutate(const Expr& e) override {
-    if (e && e->kind == ir::ExprKind::Select) {  // conditions are index masks: kept as written
-      auto* n = as<ir::SelectNode>(e);
-      Expr t = mutate(n->t), f = mutate(n->f);
-      if (t == n->t && f == n->f) return e;
-      return std::make_shared<ir::SelectNode>(n->cond, t, f, n->dtype, n->span);
+    if (e && e->kind == ir::ExprKind::Select) {  // an index mask holds no call of tile data: kept as written
+      auto* n = as<ir::SelectNode>(e);             // (T.where(T.tanh(x[i, j]) > 0.5, ..): expanded, review38 R2)
+      Expr c = mutate(n->cond), t = mutate(n->t), f = mutate(n->f);
+      if (c == n->cond && t == n->t && f == n->f) return e;
+      return std::make_shared<ir::SelectNode>(c, t, f, n->dtype, n->span);
     }
     Expr y = ir::Mutator::mutate(e);
     if (!y || y->kind != ir::ExprKind::Call || scalar(y)) return y;

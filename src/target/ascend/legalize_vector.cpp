@@ -1558,11 +1558,12 @@ Stmt Legalizer::narrow_int64_bounds(const Stmt& s, const vec::VectorMap& m, std:
         return nullptr;
     }
     for (int side = 0; side < 2; ++side) {
-      // x OP y, x = ci * i + cj * j + r (int32), y an int64 value free of the column index: y clamped to one past
-      // either end of x's range over the map keeps every comparison's answer
+      // x OP y, x = ci * i + cj * j + r (int32), y an int64 value: y clamped to one past either end of x's range
+      // over the map keeps every comparison's answer (y reading the column index too, k == ix[i, k] of a 2-D
+      // int64 tile: narrow's (rows, cols) tile, review38 R1)
       Expr x = side ? b->b : b->a;
       const Expr& y = side ? b->a : b->b;
-      if (!movable(y) || uses_var(y, vj) || !uses_var(x, vj) || has_load(x)) continue;
+      if (!movable(y) || !uses_var(x, vj) || has_load(x)) continue;
       if (x->dtype.bytes() > 4 && x->kind == ir::ExprKind::Cast) x = as<ir::CastNode>(x)->value;  // cast<int64>(j)
       if (!x->dtype.is_int() || x->dtype.bytes() > 4) continue;
       auto a = linearize(x, vi, vj);
