@@ -1,5 +1,6 @@
 #include "target/c_expr.h"
 
+#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -58,9 +59,31 @@ const char* c_int_type(ir::DType t) {
 }
 }  // namespace
 
+long double CExprPrinter::magnitude(const ir::Expr& e) const {
+  if (e->dtype.is_bool()) return 1;
+  if (auto c = ir::as_const_int(e)) return std::fabs(static_cast<long double>(*c));
+  const long double range = e->dtype.is_int() ? std::ldexp(1.0L, e->dtype.bits()) : std::ldexp(1.0L, 63);
+  if (e->kind == ExprKind::Var) return nonneg_var(as<ir::VarNode>(e)) ? std::ldexp(1.0L, 31) : range;
+  if (e->kind == ExprKind::Unary && as<ir::UnaryNode>(e)->op == ir::UnOp::Neg) return magnitude(as<ir::UnaryNode>(e)->a);
+  if (e->kind != ExprKind::Binary) return range;
+  auto* n = as<ir::BinaryNode>(e);
+  if (n->op == BinOp::Add || n->op == BinOp::Sub) return magnitude(n->a) + magnitude(n->b);
+  if (n->op == BinOp::Mul) return magnitude(n->a) * magnitude(n->b);
+  return range;
+}
+
 std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
   std::string a = print(n.a), b = print(n.b);
   auto infix = [&](const char* op) { return "(" + a + " " + op + " " + b + ")"; };
+  // Integer + - * whose value may leave int64 (a product by a literal past int32, of three int32
+  // values, of int64 values) wrap modulo 2^64 on uint64_t, never C's undefined signed overflow
+  // (g++ -O3 derived loop bounds from it: checked mode's chk38 crash); the store's wrap into the
+  // element type then gives the language's value.
+  auto arith = [&](const char* op) {
+    const long double ma = magnitude(n.a), mb = magnitude(n.b);
+    if (!n.dtype.is_int() || (n.op == BinOp::Mul ? ma * mb : ma + mb) < std::ldexp(1.0L, 63)) return infix(op);
+    return "((int64_t)((uint64_t)" + a + " " + op + " (uint64_t)" + b + "))";
+  };
   auto fn = [&](const char* f) { return std::string(f) + "(" + a + ", " + b + ")"; };
   const bool ints = n.a->dtype.is_int() || n.a->dtype.is_bool();
   // The fast forms need both operands non-negative; with tw_udiv/tw_umod a divisor that is not a
@@ -76,9 +99,9 @@ std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
     return "(" + b + " & " + std::to_string(bits - 1) + ")";
   };
   switch (n.op) {
-    case BinOp::Add: return infix("+");
-    case BinOp::Sub: return infix("-");
-    case BinOp::Mul: return infix("*");
+    case BinOp::Add: return arith("+");
+    case BinOp::Sub: return arith("-");
+    case BinOp::Mul: return arith("*");
     case BinOp::Div:  // true division: float (ir::binary converts integer operands; the verifier rejects others)
       if (ints) throw Error(std::string("internal: an integer true division '/' reached the ") + d_.printer, n.span);
       return infix("/");
