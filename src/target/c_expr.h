@@ -77,7 +77,7 @@ class CExprPrinter {
  private:
   std::string binary(const ir::BinaryNode& n) const;
   // A bound on |e| as the generated code computes it (unwrapped, in int64): a literal's magnitude,
-  // a non-negative variable's index range (< 2^31), otherwise the dtype's range; + - * combine.
+  // an int64 variable's index range (2^31), otherwise the dtype's range; + - * combine.
   long double magnitude(const ir::Expr& e) const;
   std::string unary(const ir::UnaryNode& n) const;
 
