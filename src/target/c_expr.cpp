@@ -1,5 +1,7 @@
 #include "target/c_expr.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -58,9 +60,55 @@ const char* c_int_type(ir::DType t) {
 }
 }  // namespace
 
+long double CExprPrinter::magnitude(const ir::Expr& e) const {
+  if (e->dtype.is_bool()) return 1;
+  if (auto c = ir::as_const_int(e)) return std::fabs(static_cast<long double>(*c));
+  const int bits = e->dtype.is_int() ? e->dtype.bits() : 64;
+  const long double range = std::ldexp(1.0L, e->dtype.code == ir::DTypeCode::u8 ? bits : bits - 1);
+  // an int64 variable is a block, loop or shape index or a scalar the language computes as one:
+  // index arithmetic never overflows (the generated code's convention)
+  if (e->kind == ExprKind::Var) return bits == 64 ? std::ldexp(1.0L, 31) : range;
+  if (e->kind == ExprKind::Unary && as<ir::UnaryNode>(e)->op == ir::UnOp::Neg) return magnitude(as<ir::UnaryNode>(e)->a);
+  if (auto* c = e->kind == ExprKind::Cast ? as<ir::CastNode>(e) : nullptr; c && c->value->dtype.is_int())
+    return std::min(range, magnitude(c->value));  // an integer widened keeps its bound
+  if (e->kind == ExprKind::Select) return std::max(magnitude(as<ir::SelectNode>(e)->t), magnitude(as<ir::SelectNode>(e)->f));
+  if (e->kind != ExprKind::Binary) return range;
+  auto* n = as<ir::BinaryNode>(e);
+  if (n->op == BinOp::Add || n->op == BinOp::Sub) return magnitude(n->a) + magnitude(n->b);
+  if (n->op == BinOp::Mul) return magnitude(n->a) * magnitude(n->b);
+  if (n->op == BinOp::Min || n->op == BinOp::Max) return std::max(magnitude(n->a), magnitude(n->b));
+  return range;
+}
+
+namespace {
+// Index arithmetic: integer variables and literals inside int32 combined by operators, which the
+// generated code's convention holds never overflows (its printing keeps C's signed arithmetic).
+bool index_only(const ir::Expr& e) {
+  if (auto c = ir::as_const_int(e)) return *c >= INT32_MIN && *c <= INT32_MAX;
+  switch (e->kind) {
+    case ExprKind::Var: return e->dtype.is_int();
+    case ExprKind::Cast: return e->dtype.is_int() && index_only(as<ir::CastNode>(e)->value);
+    case ExprKind::Unary: return index_only(as<ir::UnaryNode>(e)->a);
+    case ExprKind::Binary: return index_only(as<ir::BinaryNode>(e)->a) && index_only(as<ir::BinaryNode>(e)->b);
+    default: return false;
+  }
+}
+}  // namespace
+
 std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
   std::string a = print(n.a), b = print(n.b);
   auto infix = [&](const char* op) { return "(" + a + " " + op + " " + b + ")"; };
+  // Integer + - * whose value may leave int64 (a product by a literal past int32, of three int32
+  // values, of int64 values) wrap modulo 2^64 on uint64_t, never C's undefined signed overflow
+  // (g++ -O3 derived loop bounds from it: checked mode's chk38 crash); the store's wrap into the
+  // element type then gives the language's value. Index arithmetic (index_only) keeps C's form.
+  auto arith = [&](const char* op) {
+    const long double ma = magnitude(n.a), mb = magnitude(n.b);
+    if (!n.dtype.is_int() || (index_only(n.a) && index_only(n.b)) ||
+        (n.op == BinOp::Mul ? ma * mb : ma + mb) < std::ldexp(1.0L, 63))
+      return infix(op);
+    return "((int64_t)((uint64_t)" + a + " " + op + " (uint64_t)" + b + "))";
+  };
   auto fn = [&](const char* f) { return std::string(f) + "(" + a + ", " + b + ")"; };
   const bool ints = n.a->dtype.is_int() || n.a->dtype.is_bool();
   // The fast forms need both operands non-negative; with tw_udiv/tw_umod a divisor that is not a
@@ -76,9 +124,9 @@ std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
     return "(" + b + " & " + std::to_string(bits - 1) + ")";
   };
   switch (n.op) {
-    case BinOp::Add: return infix("+");
-    case BinOp::Sub: return infix("-");
-    case BinOp::Mul: return infix("*");
+    case BinOp::Add: return arith("+");
+    case BinOp::Sub: return arith("-");
+    case BinOp::Mul: return arith("*");
     case BinOp::Div:  // true division: float (ir::binary converts integer operands; the verifier rejects others)
       if (ints) throw Error(std::string("internal: an integer true division '/' reached the ") + d_.printer, n.span);
       return infix("/");

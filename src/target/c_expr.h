@@ -76,6 +76,9 @@ class CExprPrinter {
 
  private:
   std::string binary(const ir::BinaryNode& n) const;
+  // A bound on |e| as the generated code computes it (unwrapped, in int64): a literal's magnitude,
+  // an int64 variable's index range (2^31), otherwise the dtype's range; + - * combine.
+  long double magnitude(const ir::Expr& e) const;
   std::string unary(const ir::UnaryNode& n) const;
 
   CDialect d_;
