@@ -18,7 +18,7 @@ struct Job {
   int M, N, K, bm, bn, bk, batch;
   const void *A, *B;
   void* C;
-  int dtype;  // 0: fp32 operands and C; 1: int8 operands, int32 C; 2: fp16 operands, fp32 C
+  int dtype;  // 0: fp32 operands and C; 1: int8 operands, int32 C; 2: fp16 operands, fp32 C; 3: bf16 operands, fp32 C
 };
 Job g_job;
 int g_threads = 1;
@@ -56,6 +56,7 @@ void run_share_t(int t) {
 void run_share(int t) {
   if (g_job.dtype == 1) run_share_t<int8_t, int32_t>(t);
   else if (g_job.dtype == 2) run_share_t<tw_cpu::f16, float>(t);
+  else if (g_job.dtype == 3) run_share_t<tw_cpu::bf16, float>(t);
   else run_share_t<float, float>(t);
 }
 void worker(int t) {
@@ -84,8 +85,8 @@ API void ab_setup(int threads, int hot) {
   }
 }
 // One launch of the tile program: C[batch][M][N] = A[batch][M][K] B[batch][K][N] in bm/bn/bk blocks,
-// fp32 (dtype 0), int8 operands with an int32 C (1) or fp16 operands with an fp32 C (2: the fp16
-// program's fp32 accumulator tile, its final copy-out to fp16 left out).
+// fp32 (dtype 0), int8 operands with an int32 C (1), fp16 or bf16 operands with an fp32 C (2, 3: the
+// 16-bit programs' fp32 accumulator tile, a final copy-out to 16 bits left out).
 API void ab_launch(int M, int N, int K, int bm, int bn, int bk, int batch, const void* A, const void* B,
                    void* C, int dtype) {
   tw_cpu::new_launch();

@@ -17,9 +17,10 @@ reads the first block's tiles (the operands stay cached: the micro-kernels' and 
 (x86-64-v3: the AVX2 proxy) puts numpy's OpenBLAS and torch on their AVX2 kernels too, as
 bench/run.py's --cpu-arch does.
 --dtype int8: int8 operands and an int32 C (the int8 tile program; numpy and torch time fp32 of the
-same values). --dtype float16: fp16 operands into an fp32 C (the fp16 program's accumulator tile), and
-each variant's fp32 program on the same values beside it as NAME:f32 (issue 16's fp16 goal is against
-our fp32); numpy and torch time fp32. Outputs are checked against a float64 reference (int8: exactly)
+same values). --dtype float16 / bfloat16: 16-bit operands into an fp32 C (the 16-bit programs'
+accumulator tile), and each variant's fp32 program on the same values beside it as NAME:f32 (issue 16's
+fp16 / bf16 goals are against our fp32); numpy times fp32, torch fp32 for float16 and its bf16 matmul
+for bfloat16 (on AMX machines oneDNN's tile kernels: the peer of the AMX path). Outputs are checked against a float64 reference (int8: exactly)
 and compared bit for bit with the first variant's.
 """
 import argparse
@@ -59,9 +60,9 @@ def main():
                     help="more block sizes for every shape: each variant's program at each of them beside the "
                          "shape's own in every round, as NAME@BM/BN/BK")
     ap.add_argument("--march", default="native")
-    ap.add_argument("--dtype", default="float32", choices=["float32", "int8", "float16"],
-                    help="int8: int8 operands, int32 C, exact; float16: fp16 operands, fp32 C, with our fp32 "
-                         "beside it; numpy and torch time float32 of the same values")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "int8", "float16", "bfloat16"],
+                    help="int8: int8 operands, int32 C, exact; float16 / bfloat16: 16-bit operands, fp32 C, with "
+                         "our fp32 beside it; numpy times float32 of the same values, torch too but bf16 for bfloat16")
     opts = ap.parse_args()
     n = opts.threads
     if opts.cpu_time and n != 1:
@@ -96,16 +97,26 @@ def main():
         v = [int(x) for x in shape.split(",")]
         M, N, K, bm, bn, bk = v[:6]
         batch = v[6] if len(v) > 6 else 1
-        i8, f16 = opts.dtype == "int8", opts.dtype == "float16"
-        if i8:
+        i8, bf = opts.dtype == "int8", opts.dtype == "bfloat16"
+        f16 = opts.dtype == "float16" or bf
+        if bf:  # fp32 values rounded to nearest even bf16, kept as their 16 bits (numpy has no bf16)
+            def to_bf16(x):
+                u = x.astype(np.float32).view(np.uint32)
+                return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+            a = to_bf16(rng.standard_normal((batch, M, K)))
+            b = to_bf16(rng.standard_normal((batch, K, N)))
+        elif i8:
             a = rng.integers(-128, 128, (batch, M, K), dtype=np.int8)
             b = rng.integers(-128, 128, (batch, K, N), dtype=np.int8)
         else:
             a = rng.standard_normal((batch, M, K)).astype(opts.dtype)
             b = rng.standard_normal((batch, K, N)).astype(opts.dtype)
-        ref = a.astype(np.float64) @ b.astype(np.float64)
-        a32, b32 = a.astype(np.float32), b.astype(np.float32)
-        code = {"float32": 0, "int8": 1, "float16": 2}[opts.dtype]
+        if bf:
+            a32, b32 = ((x.astype(np.uint32) << 16).view(np.float32) for x in (a, b))
+        else:
+            a32, b32 = a.astype(np.float32), b.astype(np.float32)
+        ref = a32.astype(np.float64) @ b32.astype(np.float64)
+        code = {"float32": 0, "int8": 1, "float16": 2, "bfloat16": 3}[opts.dtype]
         impls, outs = {}, {}
         blocks = [(bm, bn, bk, "")] + [(*(int(x) for x in blk.split("/")), "@" + blk) for blk in opts.blocks]
         for name, lib in libs.items():
@@ -119,6 +130,8 @@ def main():
         impls["numpy"] = lambda: a2 @ b2
         if torch is not None:
             ta, tb = torch.from_numpy(a2), torch.from_numpy(b2)
+            if bf:
+                ta, tb = ta.to(torch.bfloat16), tb.to(torch.bfloat16)
             impls["torch"] = lambda: torch.matmul(ta, tb)
         for f in impls.values():
             f()

@@ -93,7 +93,10 @@ FULL = dict(
                    16: [(16, 128, 256), (16, 64, 512), (16, 128, 512)],
                    128: [(128, 128, 256), (128, 64, 512), (128, 512, 128), (128, 256, 128), (64, 256, 256)]},
     lowp_size=2048,
-    lowp_blocks=[(128, 128, 64), (128, 256, 64), (128, 256, 128), (128, 256, 256)],
+    # (128, 256, 512): on AMX the bf16 / int8 tile products are 16x the fp32 rate, so the C tile's
+    # round trip per K step (read and written by every gemm call) is a large share; a 512-deep K
+    # step halves it (1.07-1.26x on the Sapphire Rapids core, performance.md "Session 39")
+    lowp_blocks=[(128, 128, 64), (128, 256, 64), (128, 256, 128), (128, 256, 256), (128, 256, 512)],
     int8_numpy_rows=64,        # numpy int matmul is a slow loop: timed on a row slice, rate scaled
     attn=(1, 8, 2048, 128),
     # (64, 128): 64-row blocks over 128-column K steps, 2-4% fewer cycles than 128/128 on the
