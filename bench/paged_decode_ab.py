@@ -26,14 +26,18 @@ The harness reads with AVX-512 vectors: an AVX-512 host (the variants may still 
 --march x86-64-v3). docs/performance.md "Issue 13, CPU" (sessions 17-20) has what it measured.
 """
 import argparse
+import fcntl
 import hashlib
+import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+TMP = Path(tempfile.gettempdir())  # TMPDIR, or /tmp: the built libraries, kept across runs (keyed by content)
 SHAPE = (8, 32, 8, 128, 16, 4096)  # sequences, heads, kv heads, head dim, page, context (the .cpp's)
 
 
@@ -66,17 +70,42 @@ def strip(src, what):
     sys.exit(f"unknown deletion probe -{what}: -qk, -pv, -passes or -next")
 
 
+def _built(out, cmd):
+    """`out`, made by the compiler command `cmd` (less its -o) unless it exists: under a lock, into a
+    temporary name renamed in place, so processes that need the same file at once (two tests on
+    xdist workers, two people's runs) compile it once and never load a half-written one."""
+    with open(f"{out}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.exists():
+            tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+            subprocess.run([*cmd, "-o", str(tmp)], check=True)
+            os.replace(tmp, out)
+    return out
+
+
+def _written(stem, text):
+    """`text` in TMP/<stem>_<its hash>.cpp (a file per content: concurrent runs never rewrite one
+    another's source under the compiler)."""
+    path = TMP / f"{stem}_{hashlib.sha256(text.encode()).hexdigest()[:16]}.cpp"
+    if not path.exists():
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return path
+
+
 def build(inc, src, march):
-    flags = ["-O3", f"-march={march}", "-std=c++20", "-fPIC", "-shared", "-fno-plt"]
+    flags = ["-O3", f"-march={march}", "-std=c++20", "-fPIC", "-fno-plt"]
     if march != "x86-64-v3":
         flags.append("-mprefer-vector-width=512")
     runtime = Path(inc, "tw_cpu", "gemm_runtime.cpp")
-    text = src.read_bytes() + b"".join(p.read_bytes() for p in sorted(Path(inc, "tw_cpu").glob("*")))
-    key = hashlib.sha256(text + " ".join(flags).encode()).hexdigest()[:16]
-    out = Path("/tmp") / f"tw_paged_decode_ab_{key}.so"
-    if not out.exists():
-        subprocess.run(["g++", *flags, f"-I{inc}", str(src), str(runtime), "-o", str(out)], check=True)
-    return out
+    headers = b"".join(p.read_bytes() for p in sorted(Path(inc, "tw_cpu").glob("*")))
+    # The gemm runtime (~20 CPU-s of g++) is compiled once per include dir and flags, whatever the
+    # kernel: the dtypes' and the probes' libraries link the same object.
+    rt = _built(TMP / f"tw_paged_decode_ab_rt_{hashlib.sha256(headers + ' '.join(flags).encode()).hexdigest()[:16]}.o",
+                ["g++", *flags, f"-I{inc}", "-c", str(runtime)])
+    key = hashlib.sha256(src.read_bytes() + headers + " ".join(flags).encode()).hexdigest()[:16]
+    return _built(TMP / f"tw_paged_decode_ab_{key}.so", ["g++", *flags, "-shared", f"-I{inc}", str(src), str(rt)])
 
 
 def main():
@@ -89,14 +118,13 @@ def main():
     ap.add_argument("--march", default="native")
     ap.add_argument("--dump", help="write the generated kernel source here and stop")
     opts = ap.parse_args()
-    src = Path("/tmp") / f"tw_paged_decode_ab_{opts.dtype}.cpp"
     generated = kernel_source(opts.dtype)
     if opts.dump:
         Path(opts.dump).write_text(generated)
         return
     if not opts.variants:
         ap.error("name at least one variant (name=include_dir)")
-    src.write_text(generated)
+    src = _written(f"tw_paged_decode_ab_{opts.dtype}", generated)
     libs = []
     for v in opts.variants:
         name, _, rest = v.partition("=")
@@ -104,13 +132,13 @@ def main():
         if not name or not Path(inc, "tw_cpu", "gemm_impl.h").exists():
             ap.error(f"{v}: expected name=include_dir with tw_cpu/gemm_impl.h in it")
         if ksrc.startswith("-"):
-            probe = Path("/tmp") / f"tw_paged_decode_ab_{opts.dtype}{ksrc}.cpp"
-            probe.write_text(strip(generated, ksrc[1:]))
-            ksrc = str(probe)
+            ksrc = str(_written(f"tw_paged_decode_ab_{opts.dtype}{ksrc}", strip(generated, ksrc[1:])))
         libs.append(str(build(inc, Path(ksrc) if ksrc else src, opts.march)))
-    exe = Path("/tmp") / "tw_paged_decode_ab"
-    subprocess.run(["g++", "-O2", "-march=native", "-std=c++20", f"-I{ROOT / 'src/target/cpu/include'}",
-                    str(HERE / "paged_decode_ab.cpp"), "-o", str(exe), "-ldl", "-lpthread"], check=True)
+    harness = HERE / "paged_decode_ab.cpp"
+    key = hashlib.sha256(harness.read_bytes() + b"".join(
+        p.read_bytes() for p in sorted((ROOT / "src/target/cpu/include/tw_cpu").glob("*")))).hexdigest()[:16]
+    exe = _built(TMP / f"tw_paged_decode_ab_{key}", ["g++", "-O2", "-march=native", "-std=c++20",
+                 f"-I{ROOT / 'src/target/cpu/include'}", str(harness), "-ldl", "-lpthread"])
     es = "4" if opts.dtype == "float32" else "2"
     print("variants: " + ", ".join(f"{v.partition('=')[0]} = {lib}" for v, lib in zip(opts.variants, libs)))
     subprocess.run([str(exe), es, str(opts.threads), str(opts.rounds), opts.pages, *libs], check=True)
