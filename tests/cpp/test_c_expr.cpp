@@ -16,10 +16,16 @@ using namespace tw;
 using namespace tw::ir;
 
 struct TestPrinter final : target::CExprPrinter {
-  explicit TestPrinter(target::CDialect d, std::set<std::string> nonneg = {}) : CExprPrinter(d), nn(std::move(nonneg)) {}
+  explicit TestPrinter(target::CDialect d, std::set<std::string> nonneg = {}, std::map<std::string, long double> data = {})
+      : CExprPrinter(d), nn(std::move(nonneg)), data(std::move(data)) {}
   std::set<std::string> nn;
+  std::map<std::string, long double> data;  // the data variables and their bounds (data_var)
   std::string var(const VarNode& n) const override { return n.name; }
   bool nonneg_var(const VarNode* v) const override { return nn.count(v->name) > 0; }
+  std::optional<long double> data_var(const VarNode& v) const override {
+    auto it = data.find(v.name);
+    return it == data.end() ? std::nullopt : std::optional<long double>(it->second);
+  }
   std::string float_literal(double v, DType t) const override { return target::c_float_digits(v, t.code == DTypeCode::f64); }
   std::string load(const LoadNode& n) const override { throw Error("no loads", n.span); }
   std::string call(const CallNode& n) const override { throw Error("no calls", n.span); }
@@ -145,24 +151,10 @@ TEST(CExpr, BitwiseOperatorsAndShifts) {
 // 2^31, combined without overflow by the generated code's convention) keep C's signed form, data
 // variables (a target's data_var: a scalar parameter, a let of a tensor element) are bounded by what
 // the target says (h-bounds39: an int64 parameter's c * c was C's undefined signed overflow).
-struct DataPrinter final : target::CExprPrinter {
-  explicit DataPrinter(std::map<std::string, long double> data) : CExprPrinter(kPlain), data(std::move(data)) {}
-  std::map<std::string, long double> data;
-  std::string var(const VarNode& n) const override { return n.name; }
-  std::optional<long double> data_var(const VarNode& v) const override {
-    auto it = data.find(v.name);
-    return it == data.end() ? std::nullopt : std::optional<long double>(it->second);
-  }
-  std::string float_literal(double v, DType t) const override { return target::c_float_digits(v, t.code == DTypeCode::f64); }
-  std::string load(const LoadNode& n) const override { throw Error("no loads", n.span); }
-  std::string call(const CallNode& n) const override { throw Error("no calls", n.span); }
-  std::string cast(const CastNode& n) const override { return "(T)" + print(n.value); }
-};
-
 TEST(CExpr, DataVariablesPastInt64Wrap) {
   Var i = var("i", DTypeCode::i64), j = var("j", DTypeCode::i64), c = var("c", DTypeCode::i64),
       s = var("s", DTypeCode::i32), h = var("h", DTypeCode::i32);
-  DataPrinter p({{"c", 0x1p63L}, {"s", 0x1p31L}, {"h", 0x1p62L}});
+  TestPrinter p(kPlain, {}, {{"c", 0x1p63L}, {"s", 0x1p31L}, {"h", 0x1p62L}});
   EXPECT_EQ(p.print(bin(BinOp::Mul, i, j)), "(i * j)");              // index arithmetic
   EXPECT_EQ(p.print(bin(BinOp::Mul, c, c)), "((int64_t)((uint64_t)c * (uint64_t)c))");
   EXPECT_EQ(p.print(bin(BinOp::Add, c, i)), "((int64_t)((uint64_t)c + (uint64_t)i))");
@@ -180,7 +172,7 @@ TEST(CExpr, DeepExpressionsPrintInLinearTime) {
   // each node's facts once per print (the bound used to be recomputed at every level, with ir::as_const_int's
   // walk at each node of it: cubic in the depth); 999 levels, the IR's limit (kMaxIrHeight)
   Var i = var("i", DTypeCode::i64), c = var("c", DTypeCode::i64);
-  DataPrinter p({{"c", 0x1p63L}});
+  TestPrinter p(kPlain, {}, {{"c", 0x1p63L}});
   Expr e = i;
   for (int k = 0; k < 998; ++k) e = bin(BinOp::Add, e, i);
   const std::string index = p.print(e);

@@ -300,11 +300,15 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
         all = all && lane_written(s0, a0) && (!two || lane_written(s1, a1));
         some_kept = some_kept || lane_kept(s0, a0) || (two && lane_kept(s1, a1));
       }
-    if (blend(*x) && some_kept && sd.space >= first_) {
-      // A lane keeps the preload's where an operand lane that holds it passes through unchanged: multiplied by 1,
-      // added to 0, 0 subtracted from it (in the blend, the lanes the condition skipped: m = 0). The operands'
-      // values are data: read them, as a Select's mask. Every lane is written, as by any other vector call.
+    const bool pass = blend(*x);
+    if ((pass ? some_kept : !all || some_kept) && sd.space >= first_) {
       m_.wait_data();
+      const uint8_t* bits = nullptr;  // a Select's mask: functional.cpp reads the same bits each repeat
+      if (!pass)
+        if (const Machine::Span sm = m_.base(c, x->sel); sm.data) bits = sm.data + x->sel.off;
+      // a Mul / Add / Sub (pass): a lane keeps the preload's where an operand lane that holds it passes through
+      // unchanged: multiplied by 1, added to 0, 0 subtracted from it (in the blend, the lanes the condition
+      // skipped: m = 0); the operands' values are data, read as a Select's mask is. Every lane is written.
       const bool mul = x->api == VecApi::Mul;
       auto identity = [&](const Machine::Span& s, int64_t a) {  // the lane holds 1 (Mul) or ±0 (Add, Sub)
         const int64_t o = a - s.abs_base;
@@ -322,30 +326,6 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
         }
         return false;
       };
-      struct Lane { int64_t at; bool kept; };  // the destination's (all read first: in place)
-      std::vector<Lane> out;
-      out.reserve(static_cast<size_t>(std::max<int64_t>(0, x->mask * x->repeat)));
-      for (int64_t rp = 0; rp < x->repeat; ++rp)
-        for (int64_t j = 0; j < x->mask; ++j) {
-          const int64_t a0 = at(s0, x->src0, 1, rp, j), a1 = at(s1, x->src1, 2, rp, j);
-          const bool k = (lane_kept(s0, a0) && identity(s1, a1)) ||
-                         (x->api != VecApi::Sub && lane_kept(s1, a1) && identity(s0, a0));
-          out.push_back({at(sd, x->dst, 0, rp, j), k});
-        }
-      for (const auto& a : acc)
-        if (a.write) mark(a.space, a.rect), keep(a.space, a.rect, false);
-      int64_t hi = 0;
-      for (const auto& l : out) hi = std::max(hi, l.at + es);
-      uint8_t* kp = grow(kept_[static_cast<size_t>(sd.space - first_)], hi);
-      const uint8_t dg = gen_[static_cast<size_t>(sd.space - first_)];
-      for (const auto& l : out)
-        if (l.at >= 0 && l.kept) std::memset(kp + l.at, dg, static_cast<size_t>(es));
-      return;
-    }
-    if (!blend(*x) && (!all || some_kept) && sd.space >= first_) {
-      m_.wait_data();
-      const Machine::Span sm = m_.base(c, x->sel);
-      const uint8_t* bits = sm.data ? sm.data + x->sel.off : nullptr;  // functional.cpp: the same bits each repeat
       struct Lane { int64_t at; bool written, kept; };  // the destination's (all read first: in place)
       std::vector<Lane> out;
       out.reserve(static_cast<size_t>(std::max<int64_t>(0, x->mask * x->repeat)));
@@ -353,8 +333,10 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
         for (int64_t j = 0; j < x->mask; ++j) {
           const bool first = !bits || ((bits[j / 8] >> (j % 8)) & 1u);
           const int64_t a0 = at(s0, x->src0, 1, rp, j), a1 = two ? at(s1, x->src1, 2, rp, j) : 0;
-          const bool w = first ? lane_written(s0, a0) : !two || lane_written(s1, a1);
-          const bool k = first ? lane_kept(s0, a0) : two && lane_kept(s1, a1);
+          const bool w = pass || (first ? lane_written(s0, a0) : !two || lane_written(s1, a1));
+          const bool k = pass ? (lane_kept(s0, a0) && identity(s1, a1)) ||
+                                    (x->api != VecApi::Sub && lane_kept(s1, a1) && identity(s0, a0))
+                              : first ? lane_kept(s0, a0) : two && lane_kept(s1, a1);
           out.push_back({at(sd, x->dst, 0, rp, j), w, k});
         }
       int64_t hi = 0;
