@@ -1,4 +1,5 @@
-"""Session 39, h-bounds39: integer + - * and unary - of data past int64 in the generated cpu C++.
+"""Session 39, h-bounds39: integer + - * and unary - of data past int64 in the generated cpu C++ (first part), and
+ascend910b's report of a map's store past its tensor under a condition in int32 / int8 / uint8 / bfloat16 (second).
 
 h-chk38 made such arithmetic wrap modulo 2^64 (uint64_t) where a magnitude bound says it may leave
 int64, but took every int64 variable for an index below 2^31: `c * c` of an int64 scalar parameter,
@@ -81,6 +82,27 @@ def test_data_past_int64_wraps_checked(tmp_path):
     out = bounds_checked_child("import sys; sys.path.insert(0, sys.argv[1]); import test_bounds39_s39 as m; "
                                "print(m._run())", tmp_path)
     assert out[-1] == str(_want())
+
+
+@T.prim_func
+def _ascend_squares(Sd: T.Tensor((2,), "int64"), c: T.int64, Y: T.Tensor((8,), "int64")):
+    with T.Kernel(1) as bx:
+        s = Sd[0]
+        y = T.alloc_fragment((8,), "int64")
+        for j in T.Parallel(8):
+            y[j] = T.if_then_else(c * c < 0, 1, 0) + T.if_then_else(s * s < 0, 2, 0)
+        T.copy(y, Y)
+
+
+def test_ascendc_prints_the_wrap_the_simulator_computes():
+    """The AscendC printer names the same data (a scalar parameter, a GetValue): the printed `c * c` wraps on uint64_t
+    as the simulator's int64 scalar unit computes it (it was C's signed overflow in the printed kernel)."""
+    k = tw.compile(_ascend_squares, target="ascend910b")
+    src = k.get_source()
+    assert "(uint64_t)c * (uint64_t)c" in src and "(uint64_t)s * (uint64_t)s" in src, src
+    y = np.zeros(8, np.int64)
+    assert k.profile(np.array([S[0], 0], np.int64), C, y)["reports"] == []
+    assert y.tolist() == [3] * 8
 
 
 @T.prim_func
