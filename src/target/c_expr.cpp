@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <vector>
 
 #include "ir/functor.h"
 
@@ -15,8 +16,9 @@ using ir::ExprKind;
 
 std::string CExprPrinter::print(const ir::Expr& e) const {
   if (!e) throw Error(std::string("internal: a scalar expression given to the ") + d_.printer + " is missing");
+  MemoScope scope(*this);
   if (e->kind == ExprKind::Binary && e->dtype.is_int())  // fold constant index arithmetic
-    if (auto c = ir::as_const_int(e)) return c_int_literal(*c, d_);
+    if (auto c = facts(e).cst) return c_int_literal(*c, d_);
   switch (e->kind) {
     case ExprKind::IntImm: {
       auto* n = as<ir::IntImmNode>(e);
@@ -60,40 +62,84 @@ const char* c_int_type(ir::DType t) {
 }
 }  // namespace
 
-long double CExprPrinter::magnitude(const ir::Expr& e) const {
-  if (e->dtype.is_bool()) return 1;
-  if (auto c = ir::as_const_int(e)) return std::fabs(static_cast<long double>(*c));
-  const int bits = e->dtype.is_int() ? e->dtype.bits() : 64;
-  const long double range = std::ldexp(1.0L, e->dtype.code == ir::DTypeCode::u8 ? bits : bits - 1);
-  // an int64 variable is a block, loop or shape index or a scalar the language computes as one:
-  // index arithmetic never overflows (the generated code's convention)
-  if (e->kind == ExprKind::Var) return bits == 64 ? std::ldexp(1.0L, 31) : range;
-  if (e->kind == ExprKind::Unary && as<ir::UnaryNode>(e)->op == ir::UnOp::Neg) return magnitude(as<ir::UnaryNode>(e)->a);
-  if (auto* c = e->kind == ExprKind::Cast ? as<ir::CastNode>(e) : nullptr; c && c->value->dtype.is_int())
-    return std::min(range, magnitude(c->value));  // an integer widened keeps its bound
-  if (e->kind == ExprKind::Select) return std::max(magnitude(as<ir::SelectNode>(e)->t), magnitude(as<ir::SelectNode>(e)->f));
-  if (e->kind != ExprKind::Binary) return range;
-  auto* n = as<ir::BinaryNode>(e);
-  if (n->op == BinOp::Add || n->op == BinOp::Sub) return magnitude(n->a) + magnitude(n->b);
-  if (n->op == BinOp::Mul) return magnitude(n->a) * magnitude(n->b);
-  if (n->op == BinOp::Min || n->op == BinOp::Max) return std::max(magnitude(n->a), magnitude(n->b));
-  return range;
+const CExprPrinter::Facts& CExprPrinter::facts(const ir::Expr& e) const {
+  if (auto it = memo_.find(e.get()); it != memo_.end()) return it->second.second;
+  Facts f = compute_facts(e);
+  return memo_.emplace(e.get(), std::make_pair(e, f)).first->second.second;
 }
 
-namespace {
-// Index arithmetic: integer variables and literals inside int32 combined by operators, which the
-// generated code's convention holds never overflows (its printing keeps C's signed arithmetic).
-bool index_only(const ir::Expr& e) {
-  if (auto c = ir::as_const_int(e)) return *c >= INT32_MIN && *c <= INT32_MAX;
+CExprPrinter::Facts CExprPrinter::compute_facts(const ir::Expr& e) const {
+  const int bits = e->dtype.is_int() ? e->dtype.bits() : 64;
+  const long double range = std::ldexp(1.0L, e->dtype.code == ir::DTypeCode::u8 ? bits : bits - 1);
+  Facts f{std::nullopt, range, false};
+  // The children's facts first (each node once); a node with constant children folds as
+  // ir::as_const_int does (which recurses only into the constant subtree).
+  std::vector<const Facts*> kids;
   switch (e->kind) {
-    case ExprKind::Var: return e->dtype.is_int();
-    case ExprKind::Cast: return e->dtype.is_int() && index_only(as<ir::CastNode>(e)->value);
-    case ExprKind::Unary: return index_only(as<ir::UnaryNode>(e)->a);
-    case ExprKind::Binary: return index_only(as<ir::BinaryNode>(e)->a) && index_only(as<ir::BinaryNode>(e)->b);
-    default: return false;
+    case ExprKind::Cast: kids = {&facts(as<ir::CastNode>(e)->value)}; break;
+    case ExprKind::Unary: kids = {&facts(as<ir::UnaryNode>(e)->a)}; break;
+    case ExprKind::Binary: kids = {&facts(as<ir::BinaryNode>(e)->a), &facts(as<ir::BinaryNode>(e)->b)}; break;
+    case ExprKind::Select:
+      kids = {&facts(as<ir::SelectNode>(e)->cond), &facts(as<ir::SelectNode>(e)->t), &facts(as<ir::SelectNode>(e)->f)};
+      break;
+    case ExprKind::Call:
+      for (const auto& a : as<ir::CallNode>(e)->args) kids.push_back(&facts(a));
+      break;
+    case ExprKind::IntImm: case ExprKind::FloatImm: case ExprKind::Var: case ExprKind::Load: break;
   }
+  if (e->kind == ExprKind::IntImm) f.cst = as<ir::IntImmNode>(e)->value;
+  else if ((e->kind == ExprKind::Cast || e->kind == ExprKind::Unary || e->kind == ExprKind::Binary) &&
+           std::all_of(kids.begin(), kids.end(), [](const Facts* k) { return k->cst.has_value(); }))
+    f.cst = ir::as_const_int(e);
+  // index arithmetic: index variables and int32 literals combined by operators, which the
+  // generated code's convention holds never overflows (its printing keeps C's signed arithmetic)
+  if (f.cst) f.index = *f.cst >= INT32_MIN && *f.cst <= INT32_MAX;
+  else if (e->kind == ExprKind::Var) f.index = e->dtype.is_int() && !data_var(*as<ir::VarNode>(e));
+  else if (e->kind == ExprKind::Cast) f.index = e->dtype.is_int() && kids[0]->index;
+  else if (e->kind == ExprKind::Unary) f.index = kids[0]->index;
+  else if (e->kind == ExprKind::Binary) f.index = kids[0]->index && kids[1]->index;
+  // the bound: integers are computed in int64 whatever their dtype (docs/language.md), so a
+  // value of a narrower dtype is bounded by its dtype only where the code wraps it (a load, a
+  // cast, a shift right); elsewhere by its operands
+  const long double wide = std::ldexp(1.0L, 63);
+  if (e->dtype.is_bool()) {
+    f.mag = 1;
+  } else if (f.cst) {
+    f.mag = std::fabs(static_cast<long double>(*f.cst));
+  } else if (e->kind == ExprKind::Var) {
+    auto d = data_var(*as<ir::VarNode>(e));
+    f.mag = d ? *d : bits == 64 ? std::ldexp(1.0L, 31) : range;  // an index variable: below 2^31
+  } else if (e->kind == ExprKind::Cast) {
+    if (as<ir::CastNode>(e)->value->dtype.is_int()) f.mag = std::min(range, kids[0]->mag);  // widened keeps it
+  } else if (e->kind == ExprKind::Unary) {
+    const auto op = as<ir::UnaryNode>(e)->op;
+    f.mag = op == ir::UnOp::Neg ? kids[0]->mag : op == ir::UnOp::BitNot ? kids[0]->mag + 1 : range;
+  } else if (e->kind == ExprKind::Select) {
+    f.mag = std::max(kids[1]->mag, kids[2]->mag);
+  } else if (e->kind == ExprKind::Call) {
+    if (e->dtype.is_int() && as<ir::CallNode>(e)->fn == ir::MathFn::abs && kids.size() == 1) f.mag = kids[0]->mag;
+  } else if (e->kind == ExprKind::Binary && e->dtype.is_int()) {
+    const long double ma = kids[0]->mag, mb = kids[1]->mag;
+    switch (as<ir::BinaryNode>(e)->op) {
+      case BinOp::Add: case BinOp::Sub: f.mag = ma + mb; break;
+      case BinOp::Mul: f.mag = ma * mb; break;
+      case BinOp::Min: case BinOp::Max: f.mag = std::max(ma, mb); break;
+      case BinOp::FloorDiv: case BinOp::CeilDiv: f.mag = ma; break;  // |a // b| <= |a| (a // 0 == 0)
+      case BinOp::Mod: f.mag = std::max(ma, mb); break;               // below |b|, or a (a % 0 == a)
+      // two's complement bits: inside the power of two above both
+      case BinOp::BitAnd: case BinOp::BitOr: case BinOp::BitXor: f.mag = 2 * std::max(ma, mb); break;
+      case BinOp::Shl: f.mag = wide; break;
+      default: break;  // >> wraps its operand into the type first: the dtype's range
+    }
+  }
+  return f;
 }
-}  // namespace
+
+std::optional<long double> CExprPrinter::data_bound(const ir::Expr& e) const {
+  MemoScope scope(*this);
+  const Facts& f = facts(e);
+  return f.index ? std::nullopt : std::optional<long double>(f.mag);
+}
 
 std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
   std::string a = print(n.a), b = print(n.b);
@@ -101,11 +147,11 @@ std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
   // Integer + - * whose value may leave int64 (a product by a literal past int32, of three int32
   // values, of int64 values) wrap modulo 2^64 on uint64_t, never C's undefined signed overflow
   // (g++ -O3 derived loop bounds from it: checked mode's chk38 crash); the store's wrap into the
-  // element type then gives the language's value. Index arithmetic (index_only) keeps C's form.
+  // element type then gives the language's value. Index arithmetic (Facts::index) keeps C's form.
   auto arith = [&](const char* op) {
-    const long double ma = magnitude(n.a), mb = magnitude(n.b);
-    if (!n.dtype.is_int() || (index_only(n.a) && index_only(n.b)) ||
-        (n.op == BinOp::Mul ? ma * mb : ma + mb) < std::ldexp(1.0L, 63))
+    if (!n.dtype.is_int()) return infix(op);
+    const Facts &fa = facts(n.a), &fb = facts(n.b);
+    if ((fa.index && fb.index) || (n.op == BinOp::Mul ? fa.mag * fb.mag : fa.mag + fb.mag) < std::ldexp(1.0L, 63))
       return infix(op);
     return "((int64_t)((uint64_t)" + a + " " + op + " (uint64_t)" + b + "))";
   };
@@ -167,7 +213,11 @@ std::string CExprPrinter::binary(const ir::BinaryNode& n) const {
 
 std::string CExprPrinter::unary(const ir::UnaryNode& n) const {
   switch (n.op) {
-    case ir::UnOp::Neg: return "(-" + print(n.a) + ")";
+    case ir::UnOp::Neg: {  // -INT64_MIN: wraps modulo 2^64 as + - * do (binary)
+      const Facts& f = facts(n.a);
+      if (n.dtype.is_int() && !f.index && f.mag >= std::ldexp(1.0L, 63)) return "((int64_t)(0 - (uint64_t)" + print(n.a) + "))";
+      return "(-" + print(n.a) + ")";
+    }
     case ir::UnOp::Not: return "(!" + print(n.a) + ")";
     case ir::UnOp::BitNot: return "(~" + print(n.a) + ")";
   }

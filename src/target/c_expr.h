@@ -14,7 +14,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "tilewright/ir.h"
 
@@ -53,12 +55,20 @@ class CExprPrinter {
   bool nonneg(const ir::Expr& e) const;
   // The lazy select `(c ? t : f)`: only the chosen arm is evaluated.
   std::string lazy_select(const ir::SelectNode& n) const;
+  // A bound on |e| as the generated code computes it when e is data (a let of it holds a value
+  // that + - * may carry past int64: data_var), or nullopt when e is index arithmetic.
+  std::optional<long double> data_bound(const ir::Expr& e) const;
 
  protected:
   // --- hooks: what a target spells its own way (each gets the node; print() its operands)
   virtual std::string var(const ir::VarNode& n) const = 0;
   // The variables the target knows to be >= 0 (nonneg, c_division's default). Default: none.
   virtual bool nonneg_var(const ir::VarNode*) const { return false; }
+  // A variable holding data (a scalar parameter, a let of a tensor element): a bound on its
+  // magnitude. nullopt (the default, every variable): an index variable (block, loop, shape index)
+  // under the generated code's convention: an int64 one below 2^31, and arithmetic of index
+  // variables and int32 literals never leaves int64 (it keeps C's signed form).
+  virtual std::optional<long double> data_var(const ir::VarNode&) const { return std::nullopt; }
   virtual std::string float_literal(double v, ir::DType t) const = 0;
   virtual std::string load(const ir::LoadNode& n) const = 0;
   virtual std::string call(const ir::CallNode& n) const = 0;
@@ -76,12 +86,32 @@ class CExprPrinter {
 
  private:
   std::string binary(const ir::BinaryNode& n) const;
-  // A bound on |e| as the generated code computes it (unwrapped, in int64): a literal's magnitude,
-  // an int64 variable's index range (2^31), otherwise the dtype's range; + - * combine.
-  long double magnitude(const ir::Expr& e) const;
   std::string unary(const ir::UnaryNode& n) const;
+  // What binary() decides with, of each node once per top-level print (one bottom-up pass, linear
+  // in the expression's size): its constant value (ir::as_const_int), a bound on |e| as the
+  // generated code computes it (unwrapped, in int64), and whether it is index arithmetic (index
+  // variables and int32 literals combined by operators).
+  struct Facts {
+    std::optional<int64_t> cst;
+    long double mag;
+    bool index;
+  };
+  const Facts& facts(const ir::Expr& e) const;
+  Facts compute_facts(const ir::Expr& e) const;
+  // Scopes the memo of facts to one top-level print (its nodes are held, so no address is reused).
+  struct MemoScope {
+    explicit MemoScope(const CExprPrinter& p) : p(p) { ++p.depth_; }
+    ~MemoScope() {
+      if (--p.depth_ == 0) p.memo_.clear();
+    }
+    MemoScope(const MemoScope&) = delete;
+    MemoScope& operator=(const MemoScope&) = delete;
+    const CExprPrinter& p;
+  };
 
   CDialect d_;
+  mutable std::unordered_map<const ir::ExprNode*, std::pair<ir::Expr, Facts>> memo_;
+  mutable int depth_ = 0;
 };
 
 // An integer literal of dialect d: suffix LL outside the int32 range.

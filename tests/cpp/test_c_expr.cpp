@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -14,10 +16,16 @@ using namespace tw;
 using namespace tw::ir;
 
 struct TestPrinter final : target::CExprPrinter {
-  explicit TestPrinter(target::CDialect d, std::set<std::string> nonneg = {}) : CExprPrinter(d), nn(std::move(nonneg)) {}
+  explicit TestPrinter(target::CDialect d, std::set<std::string> nonneg = {}, std::map<std::string, long double> data = {})
+      : CExprPrinter(d), nn(std::move(nonneg)), data(std::move(data)) {}
   std::set<std::string> nn;
+  std::map<std::string, long double> data;  // the data variables and their bounds (data_var)
   std::string var(const VarNode& n) const override { return n.name; }
   bool nonneg_var(const VarNode* v) const override { return nn.count(v->name) > 0; }
+  std::optional<long double> data_var(const VarNode& v) const override {
+    auto it = data.find(v.name);
+    return it == data.end() ? std::nullopt : std::optional<long double>(it->second);
+  }
   std::string float_literal(double v, DType t) const override { return target::c_float_digits(v, t.code == DTypeCode::f64); }
   std::string load(const LoadNode& n) const override { throw Error("no loads", n.span); }
   std::string call(const CallNode& n) const override { throw Error("no calls", n.span); }
@@ -137,6 +145,41 @@ TEST(CExpr, BitwiseOperatorsAndShifts) {
   EXPECT_EQ(p.print(bin(BinOp::Shr, u, int_imm(9, DTypeCode::u8))), "((int64_t)(uint8_t)u >> 1)");
   EXPECT_EQ(p.print(bin(BinOp::Shr, w, int_imm(7, DTypeCode::i8))), "((int64_t)(int8_t)w >> 7)");
   EXPECT_EQ(p.print(bin(BinOp::BitXor, int_imm(6), int_imm(3))), "5");  // constants fold
+}
+
+// Integer + - * and unary - that may leave int64 wrap on uint64_t (h-chk38); index variables (below
+// 2^31, combined without overflow by the generated code's convention) keep C's signed form, data
+// variables (a target's data_var: a scalar parameter, a let of a tensor element) are bounded by what
+// the target says (h-bounds39: an int64 parameter's c * c was C's undefined signed overflow).
+TEST(CExpr, DataVariablesPastInt64Wrap) {
+  Var i = var("i", DTypeCode::i64), j = var("j", DTypeCode::i64), c = var("c", DTypeCode::i64),
+      s = var("s", DTypeCode::i32), h = var("h", DTypeCode::i32);
+  TestPrinter p(kPlain, {}, {{"c", 0x1p63L}, {"s", 0x1p31L}, {"h", 0x1p62L}});
+  EXPECT_EQ(p.print(bin(BinOp::Mul, i, j)), "(i * j)");              // index arithmetic
+  EXPECT_EQ(p.print(bin(BinOp::Mul, c, c)), "((int64_t)((uint64_t)c * (uint64_t)c))");
+  EXPECT_EQ(p.print(bin(BinOp::Add, c, i)), "((int64_t)((uint64_t)c + (uint64_t)i))");
+  EXPECT_EQ(p.print(bin(BinOp::Mul, s, s)), "(s * s)");              // 2^62: inside int64
+  EXPECT_EQ(p.print(bin(BinOp::Mul, bin(BinOp::Mul, s, s), s)), "((int64_t)((uint64_t)(s * s) * (uint64_t)s))");
+  EXPECT_EQ(p.print(bin(BinOp::Mul, h, s)), "((int64_t)((uint64_t)h * (uint64_t)s))");  // a let past int32
+  // a quotient is bounded by its dividend, not its dtype (h // 3 of an int32 let holding 2^62)
+  EXPECT_EQ(p.print(bin(BinOp::Mul, bin(BinOp::FloorDiv, h, int_imm(3)), s)),
+            "((int64_t)((uint64_t)tw_floordiv(h, 3) * (uint64_t)s))");
+  EXPECT_EQ(p.print(unary(UnOp::Neg, c)), "((int64_t)(0 - (uint64_t)c))");  // -INT64_MIN
+  EXPECT_EQ(p.print(unary(UnOp::Neg, s)), "(-s)");
+}
+
+TEST(CExpr, DeepExpressionsPrintInLinearTime) {
+  // each node's facts once per print (the bound used to be recomputed at every level, with ir::as_const_int's
+  // walk at each node of it: cubic in the depth); 999 levels, the IR's limit (kMaxIrHeight)
+  Var i = var("i", DTypeCode::i64), c = var("c", DTypeCode::i64);
+  TestPrinter p(kPlain, {}, {{"c", 0x1p63L}});
+  Expr e = i;
+  for (int k = 0; k < 998; ++k) e = bin(BinOp::Add, e, i);
+  const std::string index = p.print(e);
+  EXPECT_EQ(index.find("uint64_t"), std::string::npos);
+  EXPECT_EQ(index.size(), 998 * 5 + 1 + 998);  // "(" + ... + " + i)" per level
+  e = bin(BinOp::Add, e, c);
+  EXPECT_EQ(p.print(e).rfind("((int64_t)((uint64_t)(", 0), 0u);
 }
 
 }  // namespace

@@ -130,12 +130,9 @@ struct Access {
   bool guarded = false;
   // a stored owner's copies are a preload pair (ir.h CopyNode::preload): the map may skip elements of its window
   // (a preload) and neither check above covers its stores (an in-place map's checked preload reports the window
-  // as the read); float16 / float32 only, whose `where` is a Select the simulator follows lane by lane (other
-  // dtypes blend with arithmetic, y * (1 - m) + v * m, which writes every element: open)
-  bool kept_check() const {
-    return preload && !checked && !guarded &&
-           (g->dtype == ir::DType(ir::DTypeCode::f16) || g->dtype == ir::DType(ir::DTypeCode::f32));
-  }
+  // as the read); the simulator follows a `where` lane by lane: a Select, its Casts, and int32's blend
+  // y * (1 - m) + v * m (written.h)
+  bool kept_check() const { return preload && !checked && !guarded; }
 };
 
 std::string access_text(const ir::Buffer& g, const std::vector<Expr>& idx) { return ir::print(ir::load(g, idx)); }

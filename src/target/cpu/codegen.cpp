@@ -380,6 +380,11 @@ class CodeGen {
     std::string var(const VarNode& n) const override { return g.expr_var(n); }
     // block, shape and loop variables (with a non-negative start) are non-negative
     bool nonneg_var(const VarNode* v) const override { return g.var_nonneg(v); }
+    // scalar parameters (not shape variables) and lets of data (CodeGen::data_vars_)
+    std::optional<long double> data_var(const VarNode& v) const override {
+      auto it = g.data_vars_.find(&v);
+      return it == g.data_vars_.end() ? std::nullopt : std::optional<long double>(it->second);
+    }
     std::string float_literal(double v, DType t) const override { return float_lit(v, t); }
     std::string load(const LoadNode& n) const override { return g.expr_load(n); }
     std::string call(const CallNode& n) const override { return g.expr_call(n); }
@@ -463,6 +468,10 @@ class CodeGen {
   std::unordered_map<const void*, std::string> names_;
   std::set<std::string> used_;
   std::unordered_set<const void*> bound_, nonneg_, declared_;
+  // the variables holding data, with a bound on their magnitude (CExprPrinter::data_var): integer
+  // scalar parameters (their dtype's range: an int64 one may be any int64) and lets whose value is
+  // not index arithmetic (the bound of the value as computed: `h = a[0] * a[1]` of int32 past 2^31)
+  std::unordered_map<const void*, long double> data_vars_;
   // the variables made by code(): their C text and sign
   struct Code {
     Var var;
@@ -706,6 +715,7 @@ void CodeGen::emit_params(bool tensors) {
       for (const auto& sv : svars) is_shape_var |= sv == p.scalar;
       if (is_shape_var) continue;  // bound above
       DType t = p.scalar->dtype;
+      if (t.is_int()) data_vars_[p.scalar.get()] = std::ldexp(1.0L, t.code == DTypeCode::u8 ? 8 : t.bits() - 1);
       line("[[maybe_unused]] const " + compute_type(t) + " " + bind(p.scalar, false) + " = " +
            widen(t, "*(const " + storage_type(t) + "*)" + slot) + ";");
     }
@@ -861,6 +871,8 @@ void CodeGen::emit_if(const IfNode& n) {
 void CodeGen::emit_let(const LetNode& n) {
   std::string value = expr(n.value);
   bool nn = n.value->dtype.is_int() && nonneg(n.value);
+  if (auto b = exprs_.data_bound(n.value)) data_vars_[n.var.get()] = *b;
+  else data_vars_.erase(n.var.get());
   line("const " + compute_type(n.var->dtype) + " " + bind(n.var, nn) + " = " + value + ";");
 }
 

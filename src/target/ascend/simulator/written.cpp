@@ -264,15 +264,21 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
     }
     return;
   }
+  // an operation that passes a lane through where the other operand is its identity (x * 1, x + 0, x - 0): an
+  // int32 map's `where` blends, v * m + y * (1 - m) (legalize_vector select_int32: Mul, Mul, Add), and an int8
+  // / uint8 map's wrap of the selected float32 value, v - floor((v + 128) / 256) * 256 (Sub)
+  auto blend = [&](const RVecCall& x) {
+    return any_kept_ && (x.api == VecApi::Mul || x.api == VecApi::Add || x.api == VecApi::Sub);
+  };
   if (auto* x = std::get_if<RVecCall>(&r.op);
-      x && (x->api == VecApi::Select || x->api == VecApi::SelectScalar) && write && m_.opt.functional) {
+      x && (x->api == VecApi::Select || x->api == VecApi::SelectScalar || blend(*x)) && write && m_.opt.functional) {
     // A Select's lane is written where the lane it takes is (hunt31 F8): a map's `if c: t[i] = a` is
     // t[i] = T.where(c, a, t[i]) (serial_maps), whose lanes that keep t keep its unwritten bytes. Which
     // lane is taken is data (the mask): with unwritten source lanes, wait for the data effects issued
     // before (as GetValue does) and read it. Timing-only runs (no data) mark every lane, as before.
     const int es = vec_api_lane_bytes(x->api, ir::DType(x->dt));
     const int64_t epb = 32 / es;
-    const bool two = x->api == VecApi::Select;
+    const bool two = x->api != VecApi::SelectScalar;
     const Machine::Span s0 = m_.base(c, x->src0), s1 = two ? m_.base(c, x->src1) : s0, sd = m_.base(c, x->dst);
     auto at = [&](const Machine::Span& s, const RMem& m, int k, int64_t rp, int64_t j) {
       return s.abs_base + m.off + rp * x->rep[k] * 32 + (j / epb) * x->blk[k] * 32 + (j % epb) * es;
@@ -294,10 +300,32 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
         all = all && lane_written(s0, a0) && (!two || lane_written(s1, a1));
         some_kept = some_kept || lane_kept(s0, a0) || (two && lane_kept(s1, a1));
       }
-    if ((!all || some_kept) && sd.space >= first_) {
+    const bool pass = blend(*x);
+    if ((pass ? some_kept : !all || some_kept) && sd.space >= first_) {
       m_.wait_data();
-      const Machine::Span sm = m_.base(c, x->sel);
-      const uint8_t* bits = sm.data ? sm.data + x->sel.off : nullptr;  // functional.cpp: the same bits each repeat
+      const uint8_t* bits = nullptr;  // a Select's mask: functional.cpp reads the same bits each repeat
+      if (!pass)
+        if (const Machine::Span sm = m_.base(c, x->sel); sm.data) bits = sm.data + x->sel.off;
+      // a Mul / Add / Sub (pass): a lane keeps the preload's where an operand lane that holds it passes through
+      // unchanged: multiplied by 1, added to 0, 0 subtracted from it (in the blend, the lanes the condition
+      // skipped: m = 0); the operands' values are data, read as a Select's mask is. Every lane is written.
+      const bool mul = x->api == VecApi::Mul;
+      auto identity = [&](const Machine::Span& s, int64_t a) {  // the lane holds 1 (Mul) or ±0 (Add, Sub)
+        const int64_t o = a - s.abs_base;
+        if (!s.data || o < 0 || o + es > s.size) return false;
+        uint64_t v = 0;
+        std::memcpy(&v, s.data + o, static_cast<size_t>(es));  // (little-endian, as the functional model)
+        switch (x->dt) {
+          case ir::DTypeCode::f32: return mul ? v == 0x3f800000u : (v & 0x7fffffffu) == 0;
+          case ir::DTypeCode::f16: return mul ? v == 0x3c00u : (v & 0x7fffu) == 0;
+          case ir::DTypeCode::bf16: return mul ? v == 0x3f80u : (v & 0x7fffu) == 0;
+          case ir::DTypeCode::f64: return mul ? v == 0x3ff0000000000000u : (v & 0x7fffffffffffffffu) == 0;
+          case ir::DTypeCode::i8: case ir::DTypeCode::u8: case ir::DTypeCode::i32: case ir::DTypeCode::i64:
+          case ir::DTypeCode::boolean:
+            return v == (mul ? 1u : 0u);
+        }
+        return false;
+      };
       struct Lane { int64_t at; bool written, kept; };  // the destination's (all read first: in place)
       std::vector<Lane> out;
       out.reserve(static_cast<size_t>(std::max<int64_t>(0, x->mask * x->repeat)));
@@ -305,8 +333,10 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
         for (int64_t j = 0; j < x->mask; ++j) {
           const bool first = !bits || ((bits[j / 8] >> (j % 8)) & 1u);
           const int64_t a0 = at(s0, x->src0, 1, rp, j), a1 = two ? at(s1, x->src1, 2, rp, j) : 0;
-          const bool w = first ? lane_written(s0, a0) : !two || lane_written(s1, a1);
-          const bool k = first ? lane_kept(s0, a0) : two && lane_kept(s1, a1);
+          const bool w = pass || (first ? lane_written(s0, a0) : !two || lane_written(s1, a1));
+          const bool k = pass ? (lane_kept(s0, a0) && identity(s1, a1)) ||
+                                    (x->api != VecApi::Sub && lane_kept(s1, a1) && identity(s0, a0))
+                              : first ? lane_kept(s0, a0) : two && lane_kept(s1, a1);
           out.push_back({at(sd, x->dst, 0, rp, j), w, k});
         }
       int64_t hi = 0;

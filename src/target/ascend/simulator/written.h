@@ -23,7 +23,10 @@
 // The preloaded state (session 38, h-bounds38): a byte of UB holds the preload's when the preload of a map's
 // staged stores wrote it (program.h WindowCheck::preload: its copy in and the zero fill of its tail) and no
 // other instruction wrote it since; a Select's lane takes the state of the lane it takes (as for written), a
-// DataCopy UB -> UB copies it, a Cast's element its source element's, any other write clears it. The preload's copy out reports the first element
+// DataCopy UB -> UB copies it, a Cast's element its source element's, a Mul's / Add's / Sub's lane an operand
+// lane's that passes through unchanged: multiplied by 1, added to 0, 0 subtracted from it (int32's `where`
+// blends, y * (1 - m) + v * m; int8's wrap of the selected value, v - floor((v + 128) / 256) * 256; session 39),
+// any other write clears it. The preload's copy out reports the first element
 // of its window outside the tensor that does not hold the preload's: the map stored it (`out of bounds`, as
 // cpu under TW_BOUNDS_CHECK=1 reports the store). Functional runs only (a Select's lanes are data).
 //
