@@ -4,7 +4,8 @@ its first K - q rows (codegen.cpp emit_row_pipeline). The same values in the sam
 block_M gives the same bits (rows are independent), the ring's (block_M > the ring's rows) and the
 whole tile's (block_M <= it: no ring) alike, and the tail block (the statements as written, the
 whole tile) too. Correctness only: no timing. Shapes: 4099 columns (64 full chunks, a 3-element
-tail), 37 rows (a partial last block for every block_M > 1)."""
+tail), 37 rows (a partial last block for every block_M > 1). And a serial loop's fused map + row
+reduction reading its rows in place prefetches them ahead (kAheadBytes)."""
 import pathlib
 import sys
 
@@ -93,3 +94,17 @@ def test_ring_of_the_first_pass():
     np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
     e = np.exp(x.astype(np.float64))
     assert_close(a, e / e.sum(axis=1, keepdims=True), atol=1e-6, rtol=1e-5)
+
+
+def test_serial_loop_rows_prefetched_ahead():
+    """The op zoo's frobenius (one program walking the row blocks in a T.serial loop, its copies read
+    in place with no next-block prefetch): its fused square + sum prefetches the stream
+    tw_cpu::simd::kAheadBytes ahead (4 KiB on AMX cores, none elsewhere: `if constexpr`); the value
+    matches float64 on 37 x 301 (a partial last block)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import op_zoo
+
+    x = randn((37, 301), "float32", seed=np.random.default_rng(5))
+    k = op_zoo.frobenius(37, 301)
+    assert "tw_cpu::simd::kAheadBytes > 0" in k.get_source("c++")
+    assert_close(k(x), np.array([np.linalg.norm(x.astype(np.float64))]), atol=1e-5, rtol=1e-5)

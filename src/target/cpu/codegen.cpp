@@ -1523,6 +1523,13 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   open("for (int64_t tw_j0 = 0; tw_j0 < " + E1s + "; tw_j0 += " + C + ")");
   line("const int64_t tw_jn = " + ((E1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1s + " - tw_j0)") + ";");
   emit_prefetch_next(t, vi);
+  if (auto it = views_.find(t.get()); it != views_.end() && live_views_.count(t.get()) && it->second.pf.empty()) {
+    const View& v = it->second;  // rows read in place with no next-block prefetch: the stream ahead (kAheadBytes)
+    const std::string es = "(int64_t)sizeof(" + storage_type(v.dt) + ")";
+    line("if constexpr (tw_cpu::simd::kAheadBytes > 0) for (int64_t tw_b = 0; tw_b < tw_jn * " + es +
+         "; tw_b += 64) __builtin_prefetch((const char*)(" + v.ptr + " + " + vi + " * " + v.ld +
+         " + tw_j0) + tw_cpu::simd::kAheadBytes + tw_b, 0, 2);");
+  }
   std::string chunk = keep ? tn + " + " + vi + " * " + E1s + " + tw_j0" : "tw_buf";
   line("float* const tw_c = " + chunk + ";");
   emit_chunk_map_reduce(inner, t->dtype, value, false, rd.reduce_kind, nan_checked(rd), keep, "tw_v", "tw_acc");
