@@ -1535,6 +1535,13 @@ bool CodeGen::emit_map_reduce(const Stmt& map_s, const Stmt& red_s) {
   open("for (int64_t tw_j0 = 0; tw_j0 < " + E1s + "; tw_j0 += " + C + ")");
   line("const int64_t tw_jn = " + ((E1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1s + " - tw_j0)") + ";");
   emit_prefetch_next(t, vi);
+  if (auto it = views_.find(t.get()); it != views_.end() && live_views_.count(t.get()) && it->second.pf.empty()) {
+    const View& v = it->second;  // rows read in place with no next-block prefetch: the stream ahead (kAheadBytes)
+    const std::string es = "(int64_t)sizeof(" + storage_type(v.dt) + ")";
+    line("if constexpr (tw_cpu::simd::kAheadBytes > 0) for (int64_t tw_b = 0; tw_b < tw_jn * " + es +
+         "; tw_b += 64) __builtin_prefetch((const char*)(" + v.ptr + " + " + vi + " * " + v.ld +
+         " + tw_j0) + tw_cpu::simd::kAheadBytes + tw_b, 0, 2);");
+  }
   std::string chunk = keep ? tn + " + " + vi + " * " + E1s + " + tw_j0" : "tw_buf";
   line("float* const tw_c = " + chunk + ";");
   emit_chunk_map_reduce(inner, t->dtype, value, false, rd.reduce_kind, nan_checked(rd), keep, "tw_v", "tw_acc");
@@ -1814,6 +1821,44 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     });
   }
   if (hot) line("const int64_t tw_rot = tw_nf > " + R + " ? " + R + " : tw_nf / 2;  // the first chunk: half a 4 KiB page on");
+  // A tile that a map + reduce pass writes (@fuse_reduce(keep)) only for the later passes of this
+  // run, the copy-out's tile (fuse_map_copy_out: nothing reads it after the copy), lives in a ring
+  // of its first R rows: pass q writes row i at step i + q and the last reader reads it at step
+  // i + K - 1, so R = K - q rows hold every row still to be read. The same values in the same order
+  // (the same bits); the rows the run touches stay in L1 / L2 whatever block_M is, where the whole
+  // tile (block_M rows of 16 KiB in softmax 8192 x 4096) streamed through L2: softmax took 8-10%
+  // more time at block_M 16 than at 8 from memory on a Sapphire Rapids core (docs/performance.md,
+  // "Session 39: ... (h-rows39)"). Not with pairs (the copy-out reads two rows a step).
+  const Buffer& ring_t = cpl->st->buffer;
+  int ring_q = -1;
+  for (int q = 0; q < K - 1; ++q) {
+    const Stage& g = stages[q];
+    if (g.kind == kMapReduce && g.st->buffer == ring_t) {
+      if (ring_q >= 0 || find_annotation(g.map, "fuse_reduce")->args.at(0) == 0) ring_q = -2;
+      else if (ring_q == -1) ring_q = q;
+    }
+  }
+  const int64_t ring_rows = ring_q >= 0 ? K - ring_q : 0;
+  bool ring = ring_q >= 0 && !pair && E0 > ring_rows;
+  for (int q = 0; q < K && ring; ++q)
+    for (const ForNode* m : stages[q].row_maps)
+      for_each_expr(m->body, [&](const Expr& e) {
+        if (e && e->kind == ExprKind::Load && as<LoadNode>(e)->buffer == ring_t) ring = false;
+      });
+  const std::string ring_r = std::to_string(ring_rows);
+  auto ring_row = [&](const std::string& row) { return "(" + row + " % " + ring_r + ")"; };
+  std::optional<View> ring_saved;
+  if (auto it = views_.find(ring_t.get()); ring && it != views_.end()) ring_saved = it->second;
+  auto read_ring = [&](const std::string& row) {  // the tile's loads of this pass read its ring row
+    if (!ring) return;
+    View v{};
+    v.ptr = "(" + buf_name(ring_t) + " + " + ring_row(row) + " * " + E1s + ")";
+    v.ld = "0";
+    v.cols = E1;
+    v.dt = ring_t->dtype;
+    views_[ring_t.get()] = v;
+    live_views_.insert(ring_t.get());
+  };
   // the copy-out pass's chunk [tw_j0, tw_j0 + tw_jn) of its row (a full chunk when jn is the literal C)
   // A full chunk (full: jn is the literal C) without streaming stores is computed into the output
   // directly, not into the buffer and copied: one store per vector instead of two (a Zen 4 core
@@ -1855,6 +1900,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
   line("const int64_t tw_jn = " + ((E1 % kOutChunk == 0) ? C : "tw_min(" + C + ", " + E1s + " - tw_j0)") + ";");
   for (int q = 0; q < K; ++q) {
     const Stage& g = stages[q];
+    if (ring && q > ring_q) read_ring(rows[q]);
     if (g.kind == kMapCopy && pair) {  // the pair's rows, chunk tw_ck of each side by side
       open("if constexpr (tw_cpu::simd::kPairRows)");
       open("if (tw_ck < tw_nfp)");
@@ -1908,7 +1954,8 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
       // written to the cache for nothing
       const bool keep = find_annotation(g.map, "fuse_reduce")->args.at(0) != 0;
       if (keep) {
-        line("float* const tw_c = " + buf_name(t) + " + " + rows[q] + " * " + E1s + " + tw_j0;");
+        line("float* const tw_c = " + buf_name(t) + " + " + (ring && q == ring_q ? ring_row(rows[q]) : rows[q]) + " * " + E1s +
+             " + tw_j0;");
       } else {
         line("alignas(64) float tw_buf[" + C + "];");
         line("float* const tw_c = tw_buf;");
@@ -1937,6 +1984,7 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     open("if (" + pre[K - 1] + "on" + U + ")");
     line("// the head of the row up to the output's first cache line boundary (< 1 line), then the tail (< 1 chunk)");
     if (!U.empty()) line(ot + "* const tw_out = tw_out" + U + ";");
+    read_ring(rows[K - 1]);
     open("for (int tw_k = 0; tw_k < 2; ++tw_k)");
     line("const int64_t tw_j0 = tw_k == 0 ? 0 : tw_h" + U + " + tw_nf" + U + " * " + C + ";");
     copy_chunk(stages[K - 1], "tw_k == 0 ? tw_h" + U + " : " + E1s + " - tw_j0", false, U.empty() ? rows[K - 1] : pre[K - 1] + "r" + U);
@@ -1964,6 +2012,10 @@ size_t CodeGen::emit_row_pipeline(const SeqNode& n, size_t k0) {
     close();
   }
   close();  // steps
+  if (ring) {  // the tile's view (if any) as before the run; the run's end erases it below
+    if (ring_saved) views_[ring_t.get()] = *ring_saved;
+    else views_.erase(ring_t.get());
+  }
   line("if (tw_nt) tw_cpu::simd::stream_fence();");
   if (!conds.empty()) {
     open_else();

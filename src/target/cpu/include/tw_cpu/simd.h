@@ -41,6 +41,17 @@ inline constexpr int kStreamBytes = 64;
 // 7-9% less (docs/performance.md "Session 34: ... (h-avx2rows34)"). SSE / portable: not measured,
 // one row per step.
 inline constexpr bool kPairRows = kVF >= 8;
+// How far ahead of its reads (bytes) a fused map + row reduction that reads a tile's rows in place
+// with no next-block prefetch (a copy inside a serial loop: the op zoo's frobenius, one program
+// walking 64 MiB) prefetches into L2 (codegen.cpp emit_map_reduce). On the Intel server cores with
+// AMX (Sapphire Rapids class) one core's read stream keeps too few misses in flight alone: such a
+// loop took 7% less time with prefetcht1 4 KiB ahead, reaching numpy's sdot (docs/performance.md
+// "Session 39: ... (h-rows39)"). Elsewhere (Zen 4, AVX2) not measured: none.
+#if defined(__AMX_TILE__)
+inline constexpr int kAheadBytes = 4096;
+#else
+inline constexpr int kAheadBytes = 0;
+#endif
 
 typedef float vf __attribute__((vector_size(kVecBytes)));
 typedef int32_t vi __attribute__((vector_size(kVecBytes)));
