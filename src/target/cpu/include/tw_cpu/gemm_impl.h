@@ -819,21 +819,6 @@ inline constexpr long kRaLateK = -1;
 inline constexpr long kRaLateK = kCLateK;
 #endif
 
-// Whether the fp32 micro-kernels prefetch a packed B (bs == kNR; two lines a k step, 8 k ahead):
-// ukr_f32_rows and ukr_f32_ra_rows pick the instance (kPfB). A packed panel is read by every row
-// panel of its column strip, so it is in L1 after the strip's first call, and the hardware
-// prefetchers stream it in the first; on a Sapphire Rapids-class Intel core (AVX-512, two 512-bit
-// FMA pipes) the two prefetch uops a k step cost flash attention's kernel ~2% of its time, side
-// by side (docs/performance.md "Session 39: flash attention on the Sapphire Rapids core"). Kept on
-// Zen 4 (tuned there, not re-measured) and AVX2 (ukr_f32's AVX2 loop always prefetches), and for
-// a B streamed in place (the skinny path, bs == ldb) and bf16 pairs (kDp, not measured)
-// everywhere. A prefetch only: the same results.
-#if defined(__AVX512F__) && !defined(__znver3__) && !defined(__znver4__)
-inline constexpr bool kPackedBPrefetch = false;
-#else
-inline constexpr bool kPackedBPrefetch = true;
-#endif
-
 // The fp32 micro-kernels' start: the accumulators at zero, and C's rows requested unless kLate
 // (ukr_f32 with kCLateK >= 0 requests them near its end instead).
 template <int R, bool kLate = false, int NV>
@@ -850,7 +835,7 @@ TW_CPU_INLINE void start_acc(simd::vf (&c)[R][NV], const float* C, long ldc) {
 // NV: the column vectors, kNV (a whole kNR-wide strip), or 1 for the one half of a strip that
 // a c_band needs (gemm_f32's band branch: B and C then point at that half, bs stays the strip's
 // kNR); per element the same FMAs in the same k order either way, so the same result.
-template <int R, bool kDp = false, int NV = kNV, bool kPfB = true>
+template <int R, bool kDp = false, int NV = kNV>
 __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long as,
                                        const float* __restrict B, long bs,
                                        float* __restrict C, long ldc, bool acc, int nr,
@@ -899,10 +884,9 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
   for (long k = 0; k < kc; ++k) {
     if (k == k_c) prefetch_c<R, NV * kVF>(C, ldc);
     vf b[NV];
-    // software prefetch of B a few k ahead (matters when B is streamed unpacked; kPackedBPrefetch)
-    if constexpr (kPfB)
+    // software prefetch of B a few k ahead (matters when B is streamed unpacked)
 #pragma GCC unroll 4
-      for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
+    for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) b[v] = simd::loadu(B + v * kVF);
 #pragma GCC unroll 16
@@ -932,10 +916,7 @@ template <bool kDp = false, int R = kMR, int NV = kNV>
 TW_CPU_INLINE void ukr_f32_rows(int mr, long kc, const float* A, long as, const float* B, long bs,
                                 float* C, long ldc, bool acc, int nr, const char* pf2 = nullptr,
                                 long pf2_lines = 0) {
-  if (mr == R) {
-    if (kPackedBPrefetch || kDp || bs != kNR) ukr_f32<R, kDp, NV>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
-    else ukr_f32<R, kDp, NV, false>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
-  }
+  if (mr == R) ukr_f32<R, kDp, NV>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
   else if constexpr (R > 1) ukr_f32_rows<kDp, R - 1, NV>(mr, kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
 }
 
@@ -986,7 +967,7 @@ TW_CPU_INLINE void ukr_f32_cols_n(int np, long kc, const float* A, long ps, cons
 // index addressing, 6 registers for 14 rows). For an A that is read by one call only (a tile
 // the kernel computes: flash attention's probabilities), packing it cost a transposing copy of
 // the whole tile every call (gemm_f32: a_in_place).
-template <int R, bool kPfB = true>
+template <int R>
 __attribute__((noinline)) void ukr_f32_ra(long kc, const float* __restrict A, long lda,
                                           const float* __restrict B, long bs,
                                           float* __restrict C, long ldc, bool acc, int nr,
@@ -1006,9 +987,8 @@ __attribute__((noinline)) void ukr_f32_ra(long kc, const float* __restrict A, lo
     if constexpr (kRaLateK >= 0)
       if (k == k_c) prefetch_c<R, kNV * kVF>(C, ldc);
     vf b[kNV];
-    if constexpr (kPfB)  // kPackedBPrefetch
 #pragma GCC unroll 4
-      for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
+    for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
 #pragma GCC unroll 4
     for (int v = 0; v < kNV; ++v) b[v] = simd::loadu(B + v * kVF);
 #pragma GCC unroll 16
@@ -1031,10 +1011,7 @@ template <int R = kMR>
 TW_CPU_INLINE void ukr_f32_ra_rows(int mr, long kc, const float* A, long lda, const float* B, long bs,
                                    float* C, long ldc, bool acc, int nr, const char* pf2 = nullptr,
                                    long pf2_lines = 0) {
-  if (mr == R) {
-    if (kPackedBPrefetch || bs != kNR) ukr_f32_ra<R>(kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
-    else ukr_f32_ra<R, false>(kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
-  }
+  if (mr == R) ukr_f32_ra<R>(kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
   else if constexpr (R > 1) ukr_f32_ra_rows<R - 1>(mr, kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
 }
 
