@@ -30,15 +30,22 @@ def store_then_atomic():  # unwritten39 F1: a plain store, then an atomic add in
     return k, lambda x: 2 * x, 8
 
 
-def atomic_then_store():  # the store after the add wins
+def _add_then(second):  # an atomic add into Y, then `second` (a store or another add) of the same tile
     @T.prim_func
     def k(X: T.Tensor((8,), F), Y: T.Tensor((8,), F)):
         with T.Kernel(1) as b:
             t = T.alloc_fragment((8,), F)
             T.copy(X, t)
             T.atomic_add(Y[0], t)
-            T.copy(t, Y)
-    return k, lambda x: x, 8
+            if second == "store":
+                T.copy(t, Y)
+            else:
+                T.atomic_add(Y[0], t)
+    return k
+
+
+def atomic_then_store():  # the store after the add wins
+    return _add_then("store"), lambda x: x, 8
 
 
 def overlapping_stores():  # windows [0, 8), [4, 12), [8, 16): each later one wins where they meet
@@ -89,14 +96,7 @@ def store_read_back():  # read-after-write through GM (MTE3 then MTE2), then a s
 
 
 def atomic_twice():  # two atomic adds into the same bytes: they commute (no barrier needed)
-    @T.prim_func
-    def k(X: T.Tensor((8,), F), Y: T.Tensor((8,), F)):
-        with T.Kernel(1) as b:
-            t = T.alloc_fragment((8,), F)
-            T.copy(X, t)
-            T.atomic_add(Y[0], t)
-            T.atomic_add(Y[0], t)
-    return k, lambda x: 2 * x, 8
+    return _add_then("add"), lambda x: 2 * x, 8
 
 
 FORMS = [store_then_atomic, atomic_then_store, overlapping_stores, stored_twice_per_block, store_read_back,
