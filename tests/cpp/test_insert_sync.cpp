@@ -902,6 +902,7 @@ TEST(InsertSync, RelayedPairInALoopGetsABodyGuard) {
   expect_sync(b.aic(), R"(AIC:
   FIX SetFlag<FIX_MTE1>(1)
   for k in range(4):
+    FIX PipeBarrier<FIX>
     if k < 1:
       FIX Fixpipe W[0] <- c[0] float32->float16 m=16 n=16 src_rows=16 dst_row_stride=16
     MTE1 SetFlag<MTE1_FIX>(0)
@@ -1539,6 +1540,7 @@ TEST(InsertSync, CarriedDependenceAcrossTheTwoArmsOfAnIf) {
     MTE2 SetFlag<MTE2_V>(2)
     V WaitFlag<MTE2_V>(2)
     V SetFlag<V_MTE2>(1)
+    MTE3 PipeBarrier<MTE3>
     MTE3 WaitFlag<V_MTE3>(0)
     MTE3 WaitFlag<V_MTE3>(1)
     MTE3 CopyUbToGm Y[k * 256] <- y[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024

@@ -41,6 +41,7 @@ struct Access {
   // row_bytes, stride as above); add_dep compares the iterations of V's loop exactly
   const ir::VarNode* step_var = nullptr;
   int64_t step = 0, step_lo = 0;
+  bool atomic = false;  // a GM write that adds (T.atomic_add)
 };
 
 bool is_gm(int space) { return space >= kSpaceWorkspace; }
@@ -250,6 +251,7 @@ struct AccessBuilder {
     Access a;
     a.space = r.param < 0 ? kSpaceWorkspace : 16 + r.param;
     a.mode = r.mode == AccessMode::Write ? Mode::Write : Mode::Read;
+    a.atomic = r.atomic;
     auto c = o(r.offset);
     Extent x = evaluate(r, [&](const Expr& e) { return o(e); });
     if (c && x.start) {
@@ -271,6 +273,13 @@ struct AccessBuilder {
       if (off.lo >= 0 && off.hi < kInf && hi.bytes && hi.start && *hi.start == 0)
         a.lo = off.lo, a.hi = off.hi + *hi.bytes;
     }
+    // V * step + c: a tile stored at row k * H of an output in loop k (GM write-after-write) is
+    // compared exactly across iterations, as local() does for on-chip operands
+    if (!c && x.start && x.bytes && x.rows && x.row_bytes)
+      if (auto st = match_step(sub(r.offset))) {
+        a.step_var = st->v, a.step = st->h, a.step_lo = st->c + *x.start;
+        a.rows = std::max<int64_t>(*x.rows, 1), a.row_bytes = *x.row_bytes, a.stride = x.stride.value_or(0);
+      }
     out.push_back(a);
   }
 };
@@ -304,7 +313,7 @@ Ov conflict(const Access& x, const Access& y) {
     return std::max(x.lo, y.lo) < std::min(x.hi, y.hi) ? Ov::Plain : Ov::None;
   }
   if (x.mode == Mode::Read && y.mode == Mode::Read) return Ov::None;
-  if (is_gm(x.space) && x.mode == Mode::Write && y.mode == Mode::Write) return Ov::None;  // GM WAW: see header
+  if (x.atomic && y.atomic) return Ov::None;  // atomic adds into GM commute: see header
   if (!x.slot.empty() && x.slot == y.slot && x.h == y.h) {
     if (std::max(x.slo, y.slo) >= std::min(x.shi, y.shi)) return Ov::None;
     return Ov::Slot;  // same slot in one iteration; per-slot flags across iterations

@@ -16,9 +16,11 @@
 //    variable: a page copied into rows jj * page .. of a tile) are compared exactly for a
 //    dependence carried by V's loop (constant extent <= 64): the rectangles of iterations
 //    1 .. extent - 1 apart never meeting, the iterations are independent. Read-read never conflicts, so
-//    GM inputs never written cause nothing; GM write-after-write is left unordered (each output
-//    element is written by one tile: two writes of one GM byte by one core are not expected in
-//    generated code and would be a lowering bug, not a sync problem).
+//    GM inputs never written cause nothing. GM write-after-write is ordered like any other
+//    conflict (a kernel may store a tile and then T.atomic_add into the same bytes, or store one
+//    window twice: one pipe's copies may overlap, so a PipeBarrier<PIPE_MTE3> goes between them),
+//    except between two atomic writes (T.atomic_add's copies under SetAtomicAdd, MTE3 or FIX):
+//    their adds commute, as the simulator's checker counts them.
 //    GM offsets that are not constant get a hull from value ranges (loop variables in [0, extent),
 //    block / sub-block indices and shape variables >= 0, `x % m` in [0, m), min/max/+/-/*/floor-
 //    and ceil-division by constants; counts likewise): the workspace regions of different

@@ -71,6 +71,7 @@ class Builder {
   void operator()(const CopyUbToGm& x) const {
     local(x.src, AccessMode::Read, x.n_rows, x.row_bytes, x.src_stride);
     gm(x.dst, AccessMode::Write, x.n_rows, x.row_bytes, x.dst_stride);
+    out_.regions.back().atomic = x.atomic;
   }
   void operator()(const CopyUbToUb& x) const {
     local(x.src, AccessMode::Read, x.n_rows, x.row_bytes, x.src_stride);
@@ -101,6 +102,7 @@ class Builder {
     flat(x.src, AccessMode::Read, times(arith::mul(x.src_rows, round_to(x.n, 16)), x.src_dtype.bytes()));
     int es = x.dst_dtype.bytes();
     gm(x.dst, AccessMode::Write, x.m, times(x.n, es), times(x.dst_row_stride, es));
+    out_.regions.back().atomic = x.atomic;
   }
   [[noreturn]] static void call_level(const InstrOp& op) {
     throw ir::Error("internal: program_access got the call-level move " + std::string(instr_name(op)) +

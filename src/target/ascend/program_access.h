@@ -71,6 +71,7 @@ struct Region {
   ir::Expr start, rows, row_bytes, stride;
   ir::Expr mask, blk;  // level-0 operands
   int64_t elem_bytes = 0;
+  bool atomic = false;  // a GM write that adds into GM (T.atomic_add): commutes with other atomic adds
 };
 
 struct InstrAccess {
