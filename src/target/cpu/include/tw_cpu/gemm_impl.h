@@ -1925,12 +1925,16 @@ __attribute__((noinline)) void gemm_small(int M, int N, int K, const T* A, long 
   }
   // next_b's strip (op(B)'s shape, rows next_ldb apart) prefetched over the loops' steps: about
   // one step per kVF k (B transposed) or per k (not), per block of columns and group of 4 rows
-  // (bf16 steps over pairs of k: 2 kVF k, or 2 k; the AVX-512 widening rows' loop steps per k, so
-  // there the strip is requested over the call's first half)
+  // (bf16 steps over pairs of k: 2 kVF k, or 2 k, except the widening rows' loop: per k)
   constexpr int G = same<T, bf16> ? 2 : 1;
+#if defined(TW_CPU_SMALL_DP)
+  const int Gr = same<T, bf16> && !transA ? 2 : 1;
+#else
+  constexpr int Gr = 1;
+#endif
   const int groups = (M + 3) / 4;
   const long steps = transB ? (long)groups * (N / 4 + N % 4) * ((K + kVF - 1) / kVF / G)
-                            : (long)groups * ((N + kSmNV * kVF - 1) / (kSmNV * kVF)) * K / G;
+                            : (long)groups * ((N + kSmNV * kVF - 1) / (kSmNV * kVF)) * K / Gr;
   StripPrefetch pf(next_b, next_ldb * (long)sizeof(T), transB ? N : K, (long)(transB ? K : N) * (long)sizeof(T),
                    steps);
 #if defined(TW_CPU_SMALL_DP)
@@ -1945,7 +1949,7 @@ __attribute__((noinline)) void gemm_small(int M, int N, int K, const T* A, long 
   // f16 / bf16 widened: the strip all at the start on AVX2 builds (x86-64-v3 on Zen 4, bf16: the
   // spread 0.96x there, session 18) and for f16; bf16 on AVX-512 builds (the Sapphire Rapids form
   // of these shapes: the AMX tile unit takes no gemm of 4 rows) spreads it over the loops' steps
-  // as the fp32 loops do: paged decode bf16 1.17x there, pages cold (docs/performance.md, session 39)
+  // as the fp32 loops do: paged decode bf16 about 1.2x there, pages cold (docs/performance.md, session 39)
 #if defined(__AVX512F__)
   if constexpr (same<T, f16>) pf.finish();
 #else
