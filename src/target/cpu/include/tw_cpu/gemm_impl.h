@@ -1430,7 +1430,8 @@ inline BlockWalk& block_walk() {
 // copy otherwise); a zero-filled lane adds 0 * 0.
 // The next call's B (the same strip of the next page: codegen's @prefetch_slices, passed as
 // tw_cpu::gemm's next_b), requested into L2 a few cache lines per step of gemm_small's fp32 and
-// vdpbf16ps loops rather than all before the call (the f16 / bf16 widening paths: all at the start): a prefetch that misses holds a miss buffer until its line arrives (on
+// vdpbf16ps loops (and the bf16 widening loops on AVX-512) rather than all before the call (the f16
+// and AVX2 bf16 widening paths: all at the start): a prefetch that misses holds a miss buffer until its line arrives (on
 // Zen 4 as a load does), so 64-128 prefetches issued at once stall the call's own loads behind
 // them, where spread over the call they overlap its arithmetic (paged decode fp32 1.22x on Zen 4,
 // one thread, pages cold: docs/performance.md "Issue 13, CPU", session 18). `rows` rows of `row_bytes` bytes,
@@ -1924,11 +1925,16 @@ __attribute__((noinline)) void gemm_small(int M, int N, int K, const T* A, long 
   }
   // next_b's strip (op(B)'s shape, rows next_ldb apart) prefetched over the loops' steps: about
   // one step per kVF k (B transposed) or per k (not), per block of columns and group of 4 rows
-  // (bf16 steps over pairs of k: 2 kVF k, or 2 k)
+  // (bf16 steps over pairs of k: 2 kVF k, or 2 k, except the widening rows' loop: per k)
   constexpr int G = same<T, bf16> ? 2 : 1;
+#if defined(TW_CPU_SMALL_DP)
+  const int Gr = same<T, bf16> && !transA ? 2 : 1;
+#else
+  constexpr int Gr = 1;
+#endif
   const int groups = (M + 3) / 4;
   const long steps = transB ? (long)groups * (N / 4 + N % 4) * ((K + kVF - 1) / kVF / G)
-                            : (long)groups * ((N + kSmNV * kVF - 1) / (kSmNV * kVF)) * K / G;
+                            : (long)groups * ((N + kSmNV * kVF - 1) / (kSmNV * kVF)) * K / Gr;
   StripPrefetch pf(next_b, next_ldb * (long)sizeof(T), transB ? N : K, (long)(transB ? K : N) * (long)sizeof(T),
                    steps);
 #if defined(TW_CPU_SMALL_DP)
@@ -1940,9 +1946,15 @@ __attribute__((noinline)) void gemm_small(int M, int N, int K, const T* A, long 
       return pf.finish();
     }
 #endif
-  // f16 / bf16 widened: the strip all at the start, as before the spread (x86-64-v3 on Zen 4,
-  // bf16: the spread 0.96x there; on Sapphire Rapids the measured form of session 16)
+  // f16 / bf16 widened: the strip all at the start on AVX2 builds (x86-64-v3 on Zen 4, bf16: the
+  // spread 0.96x there, session 18) and for f16; bf16 on AVX-512 builds (the Sapphire Rapids form
+  // of these shapes: the AMX tile unit takes no gemm of 4 rows) spreads it over the loops' steps
+  // as the fp32 loops do: paged decode bf16 about 1.2x there, pages cold (docs/performance.md, session 39)
+#if defined(__AVX512F__)
+  if constexpr (same<T, f16>) pf.finish();
+#else
   if constexpr (!same<T, float>) pf.finish();
+#endif
   // op(A) as fp32 rows of K: in place for fp32 not transposed, else widened / gathered once into
   // scratch (M x K: at most kSmallM rows, so a few KiB), which the loops below then read as fp32
   // (a broadcast from memory per element, no conversion in the inner loops)
