@@ -238,12 +238,8 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
                     e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span,
                     "the access is outside the buffer for these arguments; guard it with an if, or fix the index");
   } catch (const tw_cpu::UninitError& e) {  // checked mode's written flags (tw_cpu/check.h)
-    std::string index;
-    for (int64_t d = e.rank - 1, rest = e.at; d >= 0; --d) {
-      index = std::to_string(rest % e.shape[d]) + (index.empty() ? "" : ", ") + index;
-      rest /= e.shape[d];
-    }
-    throw ir::Error(std::string("uninitialised read: element [") + index + "] of tile '" + e.tile + "' is " + e.how +
+    const std::string index = element_index(std::vector<int64_t>(e.shape, e.shape + e.rank), e.at);
+    throw ir::Error(std::string("uninitialised read: element ") + index + " of tile '" + e.tile + "' is " + e.how +
                         " in kernel '" + sig.kernel + "', but no statement of this block wrote it (on cpu it holds " +
                         "whatever the stack held)",
                     e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span,
