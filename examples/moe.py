@@ -155,6 +155,9 @@ def grouped_gemm(tokens, hidden, ffn, experts, top_k, block_M=32, block_N=64, bl
                     T.copy(W[e, k * block_K:(k + 1) * block_K, bx * block_N:(bx + 1) * block_N], b)
                     T.gemm(a, b, acc)
                 T.copy(acc, Y[by * block_M:(by + 1) * block_M, bx * block_N:(bx + 1) * block_N])
+            else:  # a block no expert uses: zeros, so that every row of Y (an out_idx output) is written
+                T.clear(acc)
+                T.copy(acc, Y[by * block_M:(by + 1) * block_M, bx * block_N:(bx + 1) * block_N])
 
     return main
 
@@ -201,6 +204,9 @@ def grouped_gemm_sorted(n_rows, hidden, ffn, experts, block_M=128, block_N=256, 
                     T.copy(Xs[by * block_M:(by + 1) * block_M, k * block_K:(k + 1) * block_K], a)
                     T.copy(W[e, k * block_K:(k + 1) * block_K, bx * block_N:(bx + 1) * block_N], b)
                     T.gemm(a, b, acc)
+                T.copy(acc, Y[by * block_M:(by + 1) * block_M, bx * block_N:(bx + 1) * block_N])
+            else:  # a block no expert uses: zeros, so that every row of Y (an out_idx output) is written
+                T.clear(acc)
                 T.copy(acc, Y[by * block_M:(by + 1) * block_M, bx * block_N:(bx + 1) * block_N])
 
     return main

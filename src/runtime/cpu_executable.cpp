@@ -34,6 +34,7 @@
 #include "runtime/toolchain.h"
 #include "target/cpu/codegen.h"
 #include "target/cpu/pipeline.h"
+#include "transform/tile_facts.h"
 #include "tilewright/version.h"
 #include "tw_cpu/abi.h"
 
@@ -208,6 +209,10 @@ class CpuExecutable final : public Executable {
     if (version() != TW_CPU_ABI_VERSION)
       throw ir::Error("kernel library " + so_path_ + " has ABI version " + std::to_string(version()) + ", expected " +
                       std::to_string(TW_CPU_ABI_VERSION));
+    if (checked_) {  // the parameters the kernel writes (launch_cpu_checked restores the inputs among them)
+      const auto w = transform::globals_written(kernel_);
+      for (const auto& p : kernel_->params) written_.push_back(p.buffer && w.count(p.buffer.get()) > 0);
+    }
     grid_ = lib_.function<tw_grid_fn>(symbol + "__grid");
     block_ = lib_.function<tw_block_fn>(symbol + "__block");
     ++g_loaded_kernels;
@@ -224,7 +229,8 @@ class CpuExecutable final : public Executable {
 
   void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
               const Binding& binding) const override {
-    launch_cpu({grid_, block_, tile_bytes_}, signature(), inputs, outputs, binding);
+    if (checked_) launch_cpu_checked({grid_, block_, tile_bytes_}, signature(), inputs, outputs, binding, written_);
+    else launch_cpu({grid_, block_, tile_bytes_}, signature(), inputs, outputs, binding);
   }
 
  private:
@@ -235,6 +241,9 @@ class CpuExecutable final : public Executable {
   SharedLibrary lib_;
   tw_grid_fn grid_ = nullptr;
   tw_block_fn block_ = nullptr;
+  // compiled in checked mode (TW_BOUNDS_CHECK=1: the code is; lower_cpu read the same switch)
+  const bool checked_ = support::env().bounds_check;
+  std::vector<bool> written_;  // checked: per parameter, whether the kernel writes it
 };
 
 // What every CPU cache key covers besides the code: version, ABI, compiler, flags (with the

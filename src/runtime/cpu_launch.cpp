@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "runtime/thread_pool.h"
+#include "runtime/unwritten.h"
 #include "support/fork.h"
 #include "support/interrupt.h"
 #include "tw_cpu/check.h"
@@ -237,12 +238,8 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
                     e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span,
                     "the access is outside the buffer for these arguments; guard it with an if, or fix the index");
   } catch (const tw_cpu::UninitError& e) {  // checked mode's written flags (tw_cpu/check.h)
-    std::string index;
-    for (int64_t d = e.rank - 1, rest = e.at; d >= 0; --d) {
-      index = std::to_string(rest % e.shape[d]) + (index.empty() ? "" : ", ") + index;
-      rest /= e.shape[d];
-    }
-    throw ir::Error(std::string("uninitialised read: element [") + index + "] of tile '" + e.tile + "' is " + e.how +
+    const std::string index = element_index(std::vector<int64_t>(e.shape, e.shape + e.rank), e.at);
+    throw ir::Error(std::string("uninitialised read: element ") + index + " of tile '" + e.tile + "' is " + e.how +
                         " in kernel '" + sig.kernel + "', but no statement of this block wrote it (on cpu it holds " +
                         "whatever the stack held)",
                     e.line > 0 ? ir::Span{sig.span.file, e.line, e.col} : sig.span,
@@ -273,6 +270,73 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
                           std::to_string(e.col_k) + ", or zero A there");
     throw ir::Error(what + "outside the band (k - i = " + std::to_string(d) + ")", at,
                     "widen the band to cover k - i = " + std::to_string(d) + ", or zero A there");
+  }
+}
+
+void launch_cpu_checked(const CpuEntry& entry, const Signature& sig, const std::vector<Arg>& inputs,
+                        const std::vector<void*>& outputs, const Binding& binding, const std::vector<bool>& written) {
+  const size_t nout = std::min(outputs.size(), binding.outputs.size());
+  std::vector<int64_t> numel(nout, 1);
+  for (size_t o = 0; o < nout; ++o)
+    for (int64_t d : binding.outputs[o].shape) numel[o] *= d;
+  auto fill = [&](uint8_t byte) {
+    for (size_t o = 0; o < nout; ++o)
+      if (numel[o] > 0) std::memset(outputs[o], byte, static_cast<size_t>(numel[o] * binding.outputs[o].dtype.bytes()));
+  };
+  // whether element e of output o holds `byte` in each of its bytes
+  auto holds = [&](size_t o, int64_t e, uint8_t byte) {
+    const int es = binding.outputs[o].dtype.bytes();
+    const auto* p = static_cast<const uint8_t*>(outputs[o]) + e * es;
+    for (int b = 0; b < es; ++b)
+      if (p[b] != byte) return false;
+    return true;
+  };
+  // the inputs the kernel writes: their bytes before the first launch (from the lowest element to the highest)
+  std::vector<std::pair<uint8_t*, std::vector<uint8_t>>> saved;
+  for (size_t i = 0, in = 0; i < sig.params.size(); ++i) {
+    if (sig.params[i].is_output) continue;
+    const Arg& a = inputs.at(in++);
+    if (i >= written.size() || !written[i] || !std::holds_alternative<TensorArg>(a)) continue;
+    const TensorArg& t = std::get<TensorArg>(a);
+    int64_t lo = 0, hi = 1, numel_in = 1;
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      numel_in *= t.shape[d];
+      int64_t stride = 1;
+      if (d < t.strides.size()) stride = t.strides[d];
+      else for (size_t e = d + 1; e < t.shape.size(); ++e) stride *= t.shape[e];
+      const int64_t span = (t.shape[d] - 1) * stride;
+      (span < 0 ? lo : hi) += span;
+    }
+    if (numel_in <= 0 || !t.data) continue;
+    const int es = t.dtype.bytes();
+    auto* base = static_cast<uint8_t*>(t.data) + lo * es;
+    saved.emplace_back(base, std::vector<uint8_t>(base, base + (hi - lo) * es));
+  }
+  fill(0xA5);
+  launch_cpu(entry, sig, inputs, outputs, binding);
+  std::vector<std::vector<bool>> candidate(nout);
+  bool any = false;
+  for (size_t o = 0; o < nout; ++o) {
+    candidate[o].resize(static_cast<size_t>(std::max<int64_t>(numel[o], 0)));
+    for (int64_t e = 0; e < numel[o]; ++e)
+      if (holds(o, e, 0xA5)) candidate[o][static_cast<size_t>(e)] = true, any = true;
+  }
+  if (!any) return;
+  for (auto& [base, bytes] : saved) std::memcpy(base, bytes.data(), bytes.size());
+  fill(0x5A);
+  launch_cpu(entry, sig, inputs, outputs, binding);
+  for (size_t o = 0, p = 0; o < nout; ++o, ++p) {
+    while (p < sig.params.size() && !sig.params[p].is_output) ++p;
+    int64_t first = -1, count = 0;
+    for (int64_t e = 0; e < numel[o]; ++e)
+      if (candidate[o][static_cast<size_t>(e)] && holds(o, e, 0x5A)) {
+        if (first < 0) first = e;
+        ++count;
+      }
+    if (count == 0) continue;
+    const UnwrittenText t = unwritten_output(sig.kernel, p < sig.params.size() ? sig.params[p].name : "?",
+                                             binding.outputs[o].shape, binding.outputs[o].dtype, first, count);
+    throw ir::Error("unwritten output: " + t.message, sig.span, t.hint);
   }
 }
 

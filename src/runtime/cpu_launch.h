@@ -29,4 +29,16 @@ struct CpuEntry {
 void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<Arg>& inputs,
                 const std::vector<void*>& outputs, const Binding& binding);
 
+// launch_cpu in checked mode (TW_BOUNDS_CHECK=1), which also reports the elements of the outputs
+// (the runtime allocated them: out_idx) that no store of the kernel wrote (issue 13; the
+// ascend910b simulator's `unwritten output`). Each output is filled with 0xA5 bytes before the
+// launch; an element still all 0xA5 after it is a candidate, and only when there are candidates
+// the launch runs again with 0x5A fills: those still all 0x5A are unwritten (the first, in
+// output order, is thrown as an ir::Error at the kernel's line: runtime/unwritten.h). Before the
+// second launch the inputs the kernel writes (written[i]: parameter i, in place or by
+// T.atomic_add) get back the bytes they held before the first, so the launches' effects are one
+// launch's. Unchecked launches neither fill nor scan.
+void launch_cpu_checked(const CpuEntry& entry, const Signature& sig, const std::vector<Arg>& inputs,
+                        const std::vector<void*>& outputs, const Binding& binding, const std::vector<bool>& written);
+
 }  // namespace tw::runtime

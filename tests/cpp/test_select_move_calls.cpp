@@ -432,7 +432,7 @@ TEST(SimulateMoveCalls, EmptyCountsAsDocumented) {
   {
     Rig r(KernelType::AIV_ONLY);
     KernelParam y;
-    y.name = "Y", y.dtype = DTypeCode::f32, y.shape = {C(8)}, y.is_output = true;
+    y.name = "Y", y.dtype = DTypeCode::f32, y.shape = {C(8)};  // the caller's (not out: nothing writes it)
     r.p.params.push_back(y);
     DataCopyPadGmToUb in{GmRef{0, C(0)}, r.at(r.ub), DTypeCode::f32, C(2), z, C(0), C(0), true, C(0), C(0), C(7)};
     DataCopyPadUbToGm out{r.at(r.ub), GmRef{1, C(0)}, DTypeCode::f32, C(2), z, C(0), C(0)};

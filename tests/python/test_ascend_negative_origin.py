@@ -24,7 +24,7 @@ import tilewright as tw
 import tilewright.language as T
 from tilewright.testing import np_dtype, randint
 
-from ascend_util import TARGET, run_checked
+from ascend_util import TARGET, run_checked_partial as run_checked  # stores dropped by design leave parts of Y unwritten
 from tw_test_util import by_size
 
 M, N, B = 32, 16, 8

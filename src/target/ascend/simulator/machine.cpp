@@ -79,7 +79,7 @@ std::string_view report_kind_name(ReportKind k) {
       "race", "same-pipe hazard", "out of bounds", "misaligned", "capacity", "illegal flag pair",
       "flag id out of range", "flag set twice", "unmatched set flag", "cross-core flag overflow",
       "deadlock", "invalid instruction", "API rule", "int32 overflow", "stale DataCache",
-      "uninitialised read", "negative dividend"};
+      "uninitialised read", "negative dividend", "unwritten output"};
   return names[static_cast<int>(k)];
 }
 
@@ -721,6 +721,9 @@ Machine::Machine(const Program& p, const target::AscendParams& c, std::vector<Ar
   gm_row_elems_.assign(prog.params.size(), 0);
   for (size_t i = 0; i < prog.params.size(); ++i)
     if (prog.params[i].is_tensor && prog.params[i].shape.size() >= 2) gm_row_elems_[i] = eval_expr(prog.params[i].shape.back());
+  param_shapes.resize(prog.params.size());
+  for (size_t i = 0; i < prog.params.size(); ++i)
+    for (const auto& d : prog.params[i].shape) param_shapes[i].push_back(eval_expr(d));
   if (opt.functional) workspace.assign(static_cast<size_t>(std::max<int64_t>(workspace_bytes_, 0)), 0);
   for (size_t i = 0; i < prog.params.size(); ++i)  // an output only T.atomic_add writes starts at zero
     if (opt.functional && prog.params[i].zeroed && args[i].data && args[i].bytes > 0)
@@ -1483,6 +1486,7 @@ void Machine::finish() {
     for (auto& ps : c.pipes)
       if (!ps.pending.empty()) stuck.push_back(describe(c, ps.pending.front().in, ps.free));
   }
+  if (written && stuck.empty()) written->finish();  // the outputs' elements nothing wrote (a run that ended)
   if (!stuck.empty()) {
     std::string msg = std::to_string(stuck.size()) +
                       " wait(s) can never be satisfied (no matching set is ever executed; every core is finished "

@@ -290,6 +290,7 @@ class Machine {
   std::unique_ptr<Checker> checker;
   std::unique_ptr<Written> written;  // the checker's written state of on-chip bytes (written.h)
   std::unique_ptr<Timing> timing;
+  std::vector<std::vector<int64_t>> param_shapes;  // per parameter: a tensor's shape (empty for scalars)
 
   // Memory of an operand: pointer to its base and the bytes addressable from it.
   struct Span { uint8_t* data; int64_t size; int space; Mem mem; int64_t abs_base; };

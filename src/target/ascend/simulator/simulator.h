@@ -1,6 +1,7 @@
 // The Ascend 910B simulator: runs an Ascend program on a chosen chip, functionally (exact to the
 // documented semantics) and with a timing model, and checks it (happens-before races, bounds,
-// alignment, capacity, flag misuse, deadlock, never-written on-chip bytes reaching GM). See
+// alignment, capacity, flag misuse, deadlock, never-written on-chip bytes reaching GM, output elements
+// nothing wrote). See
 // ascend-910b.md for the facts and target/registry.h (AscendParams) for every number of the cost
 // model.
 //
@@ -70,6 +71,8 @@ enum class ReportKind : uint8_t {
   UninitRead,         // on-chip bytes no instruction of the block wrote reach GM or a scalar (written.h)
   NegativeDividend,   // a scalar `//`, `%` or ceildiv the printed C++ computes with C's truncating / and %
                       // (Program::c_divisions) met a negative dividend, where truncation and floor differ
+  UnwrittenOutput,    // elements of an output the runtime allocated (out_idx) that no instruction wrote, or an
+                      // atomic add into them (written.h)
 };
 std::string_view report_kind_name(ReportKind k);
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/unwritten.h"
+
 namespace tw::ascend::sim {
 
 Written::Written(Machine& m) : m_(m) {
@@ -10,6 +12,12 @@ Written::Written(Machine& m) : m_(m) {
   bytes_.resize(m.cores.size() * 5);
   kept_.resize(m.cores.size() * 5);
   gen_.assign(m.cores.size() * 5, 1);
+  out_.resize(m.prog.params.size());
+  for (size_t i = 0; i < m.prog.params.size(); ++i) {
+    const KernelParam& p = m.prog.params[i];
+    if (m.opt.functional && p.is_tensor && p.is_output && !p.zeroed && m.args[i].bytes > 0)
+      out_[i].assign(static_cast<size_t>(m.args[i].bytes), 0);
+  }
 }
 
 namespace {
@@ -139,7 +147,59 @@ namespace {
 std::string range(int64_t a, int64_t b) { return "[" + std::to_string(a) + ", " + std::to_string(b) + ")"; }
 }  // namespace
 
+void Written::output_writes(Core& c, const RInstr& r, const std::vector<Machine::Access>& acc) {
+  for (const auto& a : acc) {
+    if (!a.write || a.space < 0 || a.space >= static_cast<int>(out_.size()) || out_[a.space].empty()) continue;
+    if (a.rect.rows <= 0 || a.rect.row_bytes <= 0) continue;
+    auto& v = out_[a.space];
+    const int es = m_.prog.params[a.space].dtype.bytes();
+    if (a.atomic && !atomic_reported_.count(r.in)) {  // adds into bytes nothing wrote: into garbage
+      int64_t first = -1, count = 0;
+      for (int64_t i = 0; i < a.rect.rows; ++i)
+        for (int64_t b = 0; b < a.rect.row_bytes; b += es) {
+          const int64_t at = a.rect.start + i * a.rect.stride + b;
+          if (at < 0 || at >= static_cast<int64_t>(v.size()) || v[static_cast<size_t>(at)]) continue;
+          if (first < 0) first = at;
+          ++count;
+        }
+      if (count > 0) {
+        const std::string& name = m_.prog.params[a.space].name;
+        atomic_reported_.insert(r.in);
+        m_.report(ReportKind::UnwrittenOutput, "atomic add into element " + runtime::element_index(m_.param_shapes[a.space], first / es) +
+                         " of output '" + name + "'" + (count > 1 ? " and " + std::to_string(count - 1) + " more" : "") +
+                         ", which nothing wrote before: the runtime allocates an out_idx output uninitialised, so the "
+                         "sum adds onto whatever the memory held; write (or T.clear a tile and copy out) every element "
+                         "of " + name + " before adding into it, add into it only (the output then starts at zero), "
+                         "or pass " + name + " yourself instead of out_idx",
+                  {m_.describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
+      }
+    }
+    fill(v.data(), a.rect, 1);
+  }
+}
+
+void Written::finish() {
+  for (size_t i = 0; i < out_.size(); ++i) {
+    const auto& v = out_[i];
+    if (v.empty()) continue;
+    const KernelParam& p = m_.prog.params[i];
+    const int es = p.dtype.bytes();
+    int64_t first = -1, count = 0;
+    for (int64_t e = 0; e * es < static_cast<int64_t>(v.size()); ++e) {
+      bool all = true;
+      for (int b = 0; b < es && all; ++b) all = v[static_cast<size_t>(e * es + b)] != 0;
+      if (all) continue;
+      if (first < 0) first = e;
+      ++count;
+    }
+    if (count == 0) continue;
+    const runtime::UnwrittenText t = runtime::unwritten_output(m_.prog.name, p.name, m_.param_shapes[i], p.dtype, first, count);
+    m_.report(ReportKind::UnwrittenOutput, t.message + "; " + t.hint, {ReportInstr{"kernel '" + m_.prog.name + "'", m_.prog.span, "", 0}});
+  }
+}
+
 void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Access>& acc) {
+  output_writes(c, r, acc);
   const Machine::Access* read = nullptr;  // the on-chip operand the instruction reads (first)
   const Machine::Access* write = nullptr;
   for (const auto& a : acc) {

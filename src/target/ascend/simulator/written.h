@@ -30,6 +30,15 @@
 // of its window outside the tensor that does not hold the preload's: the map stored it (`out of bounds`, as
 // cpu under TW_BOUNDS_CHECK=1 reports the store). Functional runs only (a Select's lanes are data).
 //
+// The outputs (session 39, h-unwritten39; robust38 F7): a tensor the runtime allocated for the kernel (an out_idx
+// output, not `zeroed`) holds whatever the memory held, so each of its bytes gets a written byte too, set by
+// every instruction that writes GM there (DataCopyPad UB -> GM plain or atomic, Fixpipe, SetValue: the access
+// lists), over the whole run (any core, any block). An atomic add into bytes nothing wrote before adds into that
+// garbage: `unwritten output` at the copy. When the run ends (finish), the first element of each output some
+// byte of which nothing wrote is an `unwritten output` at the kernel's line (runtime/unwritten.h: cpu's checked
+// mode reports the same element). Functional runs only: a timing-only run has no data, so a store whose
+// place a scalar load of GM decides would be at another place.
+//
 // The state starts clear at each block (a block that relied on another block's bytes would get
 // other data with another block-to-core mapping). Bytes two tiles share (plan_memory's reuse) are
 // written by either: a tile that aliases bytes another tile wrote is not reported.
@@ -57,6 +66,8 @@ class Written {
     int64_t count = 0, row = -1, at = -1, len = 0;  // len: the first unwritten run's bytes
   };
   Gap find(int space, const Rect& rect);
+  // The run ended: reports the outputs' elements nothing wrote.
+  void finish();
 
  private:
   uint8_t* map(int space, int64_t end);
@@ -66,6 +77,7 @@ class Written {
   bool kept(int space, int64_t a, int64_t n) const;
   void check_kept(Core& c, const RInstr& r, const RDataCopy& x);
   void report(Core& c, const RInstr& r, std::string msg);
+  void output_writes(Core& c, const RInstr& r, const std::vector<Machine::Access>& acc);
 
   Machine& m_;
   int first_ = 0;                              // the first on-chip space id (machine.h space_id)
@@ -75,7 +87,9 @@ class Written {
   std::vector<uint8_t> gen_;
   std::vector<std::vector<uint8_t>> kept_;  // the preloaded state, as bytes_ (empty until a preload runs)
   bool any_kept_ = false;
+  std::vector<std::vector<uint8_t>> out_;  // per parameter: an output's written bytes (1), empty if not tracked
   std::unordered_set<const Instr*> reported_;  // one report per instruction of the program
+  std::unordered_set<const Instr*> atomic_reported_;  // output_writes' atomic adds into unwritten bytes, as reported_
   std::unordered_set<std::string> kept_reported_;  // check_kept's reports, once per text
 };
 
