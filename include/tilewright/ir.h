@@ -108,7 +108,9 @@ inline constexpr int kNotPrec = 3, kUnaryPrec = 11, kCallPrec = 12;
   X(ceil, 1, false, "round up")                       \
   X(pow, 2, false, "x ** y")                          \
   X(silu, 1, false, "x * sigmoid(x)")                  \
-  X(fma, 3, false, "x * y + z rounded once (a fused multiply-add)")
+  X(fma, 3, false, "x * y + z rounded once (a fused multiply-add)") \
+  X(sin, 1, false, "sine (|x| <= 400000; NaN beyond)")             \
+  X(cos, 1, false, "cosine (|x| <= 400000; NaN beyond)")
 
 // X(enumerator): the name is the enumerator's spelling.
 #define TW_FOR_KINDS(X) X(serial) X(parallel) X(pipelined) X(unroll)

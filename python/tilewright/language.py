@@ -27,7 +27,7 @@ Vocabulary (inside ``@T.prim_func``)::
     for k in T.Pipelined(n, num_stages=3):               # also T.Pipelined(start, stop, num_stages=)
     for i, j in T.Parallel(bm, bn):                      # elementwise map over a tile
     for i in T.serial(n) / T.unroll(n) / range(n):
-    T.exp / exp2 / log / log2 / sqrt / rsqrt / abs / tanh / erf / sigmoid / floor / ceil / pow / silu
+    T.exp / exp2 / log / log2 / sqrt / rsqrt / abs / tanh / erf / sigmoid / floor / ceil / pow / silu / sin / cos
     T.gelu(x)  T.where(c, a, b)  T.if_then_else(c, a, b)  T.cast(x, dtype)  T.infinity(dtype)
 
 Ascend expert mode (docs/language.md, "Ascend expert mode")::

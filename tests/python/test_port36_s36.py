@@ -166,7 +166,8 @@ LOCATED = [
      r"declare the tile as a column", "group_quant_loop_col"),
     ("upsample2x_map", "float32", (2, 5, 7), r"reads 'x' at the index x\[i // 2, j // 2\]",
      r"for r in T\.serial\(R\): for j in T\.Parallel\(C\)", "upsample2x_rows"),
-    ("outer_product", "bfloat16", (1, 1), r"the per-row factor 'a' is read down a column of a tile",
+    # (at (1, 1) it runs since session 39, h-math39: a[i, 0] of a one-column tile in a one-column map is a[i, j])
+    ("outer_product", "bfloat16", (1, 5), r"the per-row factor 'a' is read down a column of a tile",
      r"copy the column into a 1-D tile first", "outer_product_gather"),
     # F3 (fixed): was "neither operand of add is a tile element a[i, j]" with the generic "split longer formulas"
     # hint, which leads nowhere (the map is a column map over i by then, both operands a[i, 0], a[i, 2] columns)

@@ -39,10 +39,11 @@ _MATH = tuple(_name for _name, _arity, _doc in ir.MATH_FUNCTIONS)
 _MATH_ARITY = {_name: _arity for _name, _arity, _doc in ir.MATH_FUNCTIONS}
 # Functions people reach for that the language does not have (port38 F2): the hint of the error at a use, the
 # function written with the language's (every formula runs on both targets: test_port38_s38), or what to do instead.
-_TRIG = ("the language has no trigonometric functions (neither target implements them): compute the values on the "
-         "host and pass them in as a tensor, as RoPE kernels take a cos / sin cache")
+_TRIG = ("the language has T.sin and T.cos but no inverse trigonometric functions (neither target implements them): "
+         "compute the values on the host and pass them in as a tensor")
 _MISSING_MATH = {
-    **{f: _TRIG for f in ("sin", "cos", "tan", "asin", "acos", "atan", "atan2")},
+    **{f: _TRIG for f in ("asin", "acos", "atan", "atan2")},
+    "tan": "write T.tan(x) as T.sin(x) / T.cos(x)",
     **{f: f"write T.{f}(x) as {v}" for f, v in (
         ("sinh", "(T.exp(x) - T.exp(-x)) * 0.5"), ("cosh", "(T.exp(x) + T.exp(-x)) * 0.5"),
         ("log1p", "T.log(1.0 + x) (absolute error ~1e-7 near 0)"), ("expm1", "T.exp(x) - 1.0"),

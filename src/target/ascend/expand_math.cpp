@@ -56,6 +56,31 @@ Expr expand(const ir::CallNode* c, const Span& sp) {
       Expr sign = bin(B::Min, bin(B::Max, bin(B::Mul, y, F(std::ldexp(1.0, 100))), F(-1)), F(1));
       return ir::cast(bin(B::Mul, one_minus, sign), t, sp);
     }
+    case ir::MathFn::sin: case ir::MathFn::cos: {
+      // tw_cpu::detail::sin_cos (src/target/cpu/include/tw_cpu/math.h, where the method and its error are
+      // stated), the same float32 operations in the same order: both targets give the same bits
+      const bool is_cos = c->fn == ir::MathFn::cos;
+      const double kShift = 12582912.0;  // 1.5 * 2^23: adding it rounds to an integer
+      Expr y0 = ir::cast(x, kF32, sp);
+      Expr y = ir::select(bin(B::LE, fn(ir::MathFn::abs, y0), F(400000.0)), y0,
+                          F(std::numeric_limits<double>::quiet_NaN()), sp);
+      Expr xp = bin(B::Mul, y, F(0x1.45f306p-2));  // 1 / pi
+      Expr sh = is_cos ? bin(B::Add, bin(B::Sub, xp, F(0.5)), F(kShift)) : bin(B::Add, xp, F(kShift));
+      Expr n = bin(B::Sub, sh, F(kShift));
+      Expr h = bin(B::Sub, bin(B::Add, bin(B::Mul, n, F(0.5)), F(kShift)), F(kShift));
+      Expr par = fn(ir::MathFn::abs, bin(B::Sub, n, bin(B::Mul, h, F(2))));
+      Expr sign = is_cos ? bin(B::Sub, bin(B::Mul, par, F(2)), F(1)) : bin(B::Sub, F(1), bin(B::Mul, par, F(2)));
+      if (is_cos) n = bin(B::Add, n, F(0.5));
+      Expr r = y;
+      for (double piece : {0x1.9p+1, 0x1.08p-6, 0x1.fp-12, 0x1.a8p-18, 0x1.110b46p-25})
+        r = bin(B::Sub, r, bin(B::Mul, n, F(piece)));
+      Expr z = bin(B::Mul, r, r);
+      Expr q = bin(B::Add, bin(B::Mul, F(0x1.5e254p-19), z), F(-0x1.9f77c8p-13));
+      for (double k : {0x1.110fp-7, -0x1.55554cp-3}) q = bin(B::Add, bin(B::Mul, q, z), F(k));
+      Expr res = bin(B::Mul, bin(B::Add, r, bin(B::Mul, bin(B::Mul, r, z), q)), sign);
+      if (!is_cos) res = ir::select(bin(B::EQ, y0, F(0)), y0, res, sp);  // sin(-0) = -0
+      return ir::cast(res, t, sp);
+    }
     case ir::MathFn::pow: {
       const Expr& k = c->args[1];
       auto ce = k->kind == ir::ExprKind::FloatImm ? std::optional<double>(as<ir::FloatImmNode>(k)->value)

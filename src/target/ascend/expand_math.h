@@ -12,6 +12,9 @@
 //    tanh(x) = (e - 1) / (e + 1), e = exp(2 * clamp(x, -9, 9)), in float32    abs error <= 3e-7
 //    erf(x) = s * (1 - P(t) exp(-x^2)), t = 1 / (1 + p |x|), s = clamp(x * 2^100, -1, 1), in
 //             float32 (Abramowitz & Stegun 7.1.26: abs error <= 1.5e-7; <= 4e-7 with fp32 rounding)
+//    sin(x), cos(x): tw_cpu/math.h's sin_cos written out, its float32 multiplies, adds, Abs and selects in
+//             its order, so cpu and ascend910b give the same bits (abs error <= 1.5e-7 for |x| <= 400000, NaN
+//             beyond and at +-inf / NaN; session 39)
 //    pow(x, c) for c in {1, 2, 3, 0.5, -0.5, -1}
 //    pow(x, c) = exp(c * ln(x)) in float32 for a constant non-integer c (-x or 0 at x = -inf, where
 //             ln is NaN): pow's value at +-0, +-inf, negatives and NaN; rel error about |c ln x| * 2^-24

@@ -3073,6 +3073,14 @@ int MapLowering::build_uncached(const Expr& e) {
   switch (e->kind) {
     case ir::ExprKind::Load: {
       auto* l = as<ir::LoadNode>(e);
+      // column 0 of a one-column tile in a map of one column is the map's column (torch.roll at N = 1:
+      // x[i, (j + N - 3 % N) % N] folds to x[i, 0]; it was "the per-row factor 'x' is read down a column": port38 F5)
+      if (vi() && ext_.back() == 1 && l->buffer->scope != Scope::global && l->indices.size() >= 2 &&
+          ir::as_const_int(l->indices.back()) == 0 && ir::as_const_int(l->buffer->shape.back()) == 1) {
+        std::vector<Expr> idx = l->indices;
+        idx.back() = vars_.back();
+        return build(ir::load(l->buffer, idx, sp));
+      }
       if (auto g = gather(l, sp)) return *g;
       Node n;
       n.kind = OpKind::Leaf;
@@ -3349,6 +3357,7 @@ int MapLowering::build_uncached(const Expr& e) {
           return floor_ceil(c->fn == ir::MathFn::ceil, x, t, sp);
         case ir::MathFn::exp2: case ir::MathFn::log2: case ir::MathFn::rsqrt: case ir::MathFn::sigmoid:
         case ir::MathFn::silu: case ir::MathFn::tanh: case ir::MathFn::erf: case ir::MathFn::fma:
+        case ir::MathFn::sin: case ir::MathFn::cos:
           break;
       }
       fail("T." + std::string(ir::mathfn_name(c->fn)) + " is not supported on Ascend vector units yet", sp,

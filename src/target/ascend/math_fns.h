@@ -23,7 +23,7 @@ inline std::optional<VecUnOp> vector_instruction(ir::MathFn f) {
     case ir::MathFn::abs: return VecUnOp::Abs;
     case ir::MathFn::exp2: case ir::MathFn::log2: case ir::MathFn::tanh: case ir::MathFn::erf:
     case ir::MathFn::sigmoid: case ir::MathFn::floor: case ir::MathFn::ceil: case ir::MathFn::pow:
-    case ir::MathFn::silu: case ir::MathFn::fma:
+    case ir::MathFn::silu: case ir::MathFn::fma: case ir::MathFn::sin: case ir::MathFn::cos:
       return std::nullopt;
   }
   return std::nullopt;
@@ -48,6 +48,8 @@ inline double scalar_value(ir::MathFn f, double x, double y) {
     case ir::MathFn::ceil: return std::ceil(x);
     case ir::MathFn::pow: return std::pow(x, y);
     case ir::MathFn::silu: return x / (1.0 + std::exp(-x));
+    case ir::MathFn::sin: return std::fabs(x) <= 400000 ? std::sin(x) : std::nan("");  // the range of the
+    case ir::MathFn::cos: return std::fabs(x) <= 400000 ? std::cos(x) : std::nan("");  // vector form (expand_math)
     case ir::MathFn::fma:  // three operands: lower_scalar_math writes every T.fma as arithmetic (fma_as_mul_add)
       throw ir::Error("internal: T.fma reached the scalar unit's math");
   }

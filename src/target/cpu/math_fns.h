@@ -37,6 +37,10 @@ inline MathPattern math_pattern(ir::MathFn f) {
     case ir::MathFn::silu: return {"tw_cpu::silu($0)", "(($0) / (1.0 + __builtin_exp(-($0))))"};
     // one rounding: vfmadd where the target has FMA (g++ vectorises it), else libm's fmaf (exact, slow)
     case ir::MathFn::fma: return {"__builtin_fmaf($0, $1, $2)", "__builtin_fma($0, $1, $2)"};
+    // float32: multiplies, adds and selects the ascend910b target writes out too (the same bits); NaN
+    // beyond |x| = 400000 (tw_cpu/math.h sin_cos). float64: libm's
+    case ir::MathFn::sin: return {"tw_cpu::sin($0)", "__builtin_sin($0)"};
+    case ir::MathFn::cos: return {"tw_cpu::cos($0)", "__builtin_cos($0)"};
   }
   throw ir::Error("internal: math function #" + std::to_string(static_cast<int>(f)) + " has no cpu row");
 }
