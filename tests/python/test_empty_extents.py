@@ -22,7 +22,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import masked_attention as ma  # noqa: E402
 import paged_attention as pa  # noqa: E402
-from ascend_util import TARGET, run_checked  # noqa: E402
+# these kernels leave an out_idx output's elements past a run-time extent unwritten on purpose: the
+# simulator's `unwritten output` report is expected there (run_checked_partial), any other fails
+from ascend_util import TARGET, run_checked_partial as run_checked  # noqa: E402
 
 SMALL = dict(block_M=16, block_N=16)
 

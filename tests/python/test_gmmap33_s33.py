@@ -19,7 +19,7 @@ import tilewright as tw
 import tilewright.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from ascend_util import TARGET, exact_values, run_on  # noqa: E402
+from ascend_util import TARGET, exact_values, run_checked_partial, run_on  # noqa: E402
 
 DTYPES = ["float32", "float16", "bfloat16", "int32", "int8"]
 
@@ -273,7 +273,10 @@ def test_the_hints_form_runs(form):
     a = np.arange(16, dtype=np.float32) * 0.5
     ix = np.random.default_rng(3).permutation(16).astype(np.int32)
     for target in ("cpu", TARGET):
-        got = run_on(gather_from_a_tile(form), target, [-1], a, ix)
+        if form == "stride" and target != "cpu":  # the map writes C[0:8] of 16: the rest is the unwritten report
+            got = run_checked_partial(tw.compile(gather_from_a_tile(form), target=target, out_idx=[-1]), a, ix)
+        else:
+            got = run_on(gather_from_a_tile(form), target, [-1], a, ix)
         ref = a[ix] if form == "gather" else a[0::2]
         np.testing.assert_array_equal(got[:ref.size], ref, err_msg=target)
 

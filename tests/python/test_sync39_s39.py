@@ -14,7 +14,7 @@ import tilewright as tw
 import tilewright.language as T
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ascend_util import TARGET, run_on  # noqa: E402
+from ascend_util import TARGET, run_checked_partial, run_on  # noqa: E402
 
 F = "float32"
 
@@ -108,7 +108,10 @@ FORMS = [store_then_atomic, atomic_then_store, overlapping_stores, stored_twice_
 def test_gm_written_twice_by_one_core(form, target):
     k, ref, n = form()
     x = np.arange(1, n + 1, dtype=np.float32) * np.float32(0.5)
-    got = run_on(k, target, [-1], x)
+    if form is atomic_then_store and target != "cpu":  # its add into the not yet written Y is reported
+        got = run_checked_partial(tw.compile(k, target=target, out_idx=[-1]), x)
+    else:
+        got = run_on(k, target, [-1], x)
     np.testing.assert_array_equal(got, ref(x))
 
 
