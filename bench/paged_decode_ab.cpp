@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "tw_cpu/abi.h"
+#include "tw_cpu/simd.h"
 
 #if !defined(__AVX512F__)
 #error "bench/paged_decode_ab.cpp reads with AVX-512 vectors: build it on an AVX-512 host (-march=native)"
@@ -113,7 +114,8 @@ struct Pool {
 
 // sequence b's pages in the kernel's order: per step of 4 pages the K pages' head strips (16 rows
 // of D elements), then the V pages'; each pair of lines read with a prefetcht1 of the same lines
-// of the page `lead` pages ahead in the same phase (the kernel's @prefetch_slices, lead 1 bf16, 4 fp32)
+// of the page `lead` pages ahead in the same phase (the kernel's @prefetch_slices: lead 1 bf16, fp32
+// tw_cpu::simd::kSliceLead32 of this host: 1 with AMX, else 4)
 template <int ES>
 __m512i probe_seq(const char* K, const char* V, const int32_t* bt, int lead) {
   constexpr long row = (long)W * ES, page = BS * row, strip = (long)D * ES;
@@ -234,7 +236,7 @@ int main(int argc, char** argv) {
       for (int b = t * NS / T; b < (t + 1) * NS / T; ++b) block(&args, b, 0, 0);
     };
   }
-  const int lead = ES == 4 ? 4 : 1;
+  const int lead = ES == 4 ? tw_cpu::simd::kSliceLead32 : 1;
   es[nk].name = "probe: the kernel's read order";
   es[nk].f = [&, lead, T](int t) {
     __m512i a = _mm512_setzero_si512();

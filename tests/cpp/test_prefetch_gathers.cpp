@@ -11,6 +11,10 @@ namespace {
 
 std::string run(const std::string& text) { return ir::print(prefetch_gathers(ir::parse_kernel(text, "k.tw"))); }
 
+// what next_page_slices adds to a 32-bit copy's loop variable (codegen passes the C text
+// tw_cpu::simd::kSliceLead32)
+const ir::Expr kLead = ir::var("lead", ir::kIndexType);
+
 // paged decode's walk over a sequence's pages, `steps` pages per step: the page number is read
 // from the block table T; `mark` is the annotation of the K copy, `index` the table's index,
 // `inner` the extent of the per-step loop.
@@ -230,8 +234,8 @@ std::string page_strips(const std::string& mark, const std::string& dt = "bfloat
 TEST(PrefetchGathers, PageStripsReadInPlacePrefetchedPerCall) {
   EXPECT_EQ(run(page_strips("")), page_strips("@prefetch_slices(1) "));
   EXPECT_EQ(run(page_strips("", "float16")), page_strips("@prefetch_slices(1) ", "float16"));
-  // fp32: kSliceLead32 pages ahead
-  EXPECT_EQ(run(page_strips("", "float32")), page_strips("@prefetch_slices(4) ", "float32"));
+  // fp32: the target's lead (kTargetLead: tw_cpu::simd::kSliceLead32 pages ahead)
+  EXPECT_EQ(run(page_strips("", "float32")), page_strips("@prefetch_slices(0) ", "float32"));
   // the whole page per gemm (one kv head of 1024 columns): left to the hardware
   const std::string whole = page_strips("", "bfloat16", "1024");
   EXPECT_EQ(run(whole), whole);
@@ -253,9 +257,9 @@ TEST(PrefetchGathers, NextPageSlicesStatement) {
     if (s->kind == ir::StmtKind::For) step = static_cast<const ir::ForNode*>(s.get());
   ASSERT_NE(step, nullptr);
   const auto* pages = static_cast<const ir::ForNode*>(ir::stmts_of(step->body)[0].get());
-  EXPECT_EQ(next_page_slices(*step), nullptr);  // the copy is the page loop's
+  EXPECT_EQ(next_page_slices(*step, kLead), nullptr);  // the copy is the page loop's
   EXPECT_EQ(next_iteration_prefetches(*pages), nullptr);
-  ir::Stmt next = next_page_slices(*pages);
+  ir::Stmt next = next_page_slices(*pages, kLead);
   ASSERT_NE(next, nullptr);
   EXPECT_EQ(ir::print(next), R"(if j * 4 + (jj + 1) < pages {
   if 0 <= b and b < 2 and 0 <= j * 4 + (jj + 1) and j * 4 + (jj + 1) < 64 {
@@ -266,20 +270,20 @@ TEST(PrefetchGathers, NextPageSlicesStatement) {
 )");
 }
 
-// fp32 pages: the same page of the next step (kSliceLead32 = 4 pages ahead, the step's 4 pages),
-// guarded as the next page is.
-TEST(PrefetchGathers, NextPageSlicesFp32FourPagesAhead) {
+// fp32 pages: the target's lead (the expression passed for it: codegen's tw_cpu::simd::kSliceLead32,
+// 4 pages ahead on Zen 4, the next page on Sapphire Rapids), guarded as the next page is.
+TEST(PrefetchGathers, NextPageSlicesFp32TargetLead) {
   ir::Kernel k = prefetch_gathers(ir::parse_kernel(page_strips("", "float32"), "k.tw"));
   const ir::ForNode* step = nullptr;
   for (const auto& s : ir::stmts_of(k->body))
     if (s->kind == ir::StmtKind::For) step = static_cast<const ir::ForNode*>(s.get());
   ASSERT_NE(step, nullptr);
-  ir::Stmt next = next_page_slices(*static_cast<const ir::ForNode*>(ir::stmts_of(step->body)[0].get()));
+  ir::Stmt next = next_page_slices(*static_cast<const ir::ForNode*>(ir::stmts_of(step->body)[0].get()), kLead);
   ASSERT_NE(next, nullptr);
-  EXPECT_EQ(ir::print(next), R"(if j * 4 + (jj + 4) < pages {
-  if 0 <= b and b < 2 and 0 <= j * 4 + (jj + 4) and j * 4 + (jj + 4) < 64 {
-    let page_nx: int32 = T[b, j * 4 + (jj + 4)]
-    @prefetch_slices(4) copy K[page_nx:+1, 0:+16, 0:+1024] -> k
+  EXPECT_EQ(ir::print(next), R"(if j * 4 + (jj + lead) < pages {
+  if 0 <= b and b < 2 and 0 <= j * 4 + (jj + lead) and j * 4 + (jj + lead) < 64 {
+    let page_nx: int32 = T[b, j * 4 + (jj + lead)]
+    @prefetch_slices(0) copy K[page_nx:+1, 0:+16, 0:+1024] -> k
   }
 }
 )");
@@ -314,7 +318,7 @@ TEST(PrefetchGathers, NextPageSlicesGuardEveryTableRead) {
   for (const auto& s : ir::stmts_of(k->body))
     if (s->kind == ir::StmtKind::For) loop = static_cast<const ir::ForNode*>(s.get());
   ASSERT_NE(loop, nullptr);
-  ir::Stmt next = next_page_slices(*loop);
+  ir::Stmt next = next_page_slices(*loop, kLead);
   ASSERT_NE(next, nullptr);
   EXPECT_EQ(ir::print(next), R"({
   if 0 <= j + 1 and j + 1 < 64 and 0 <= T[j + 1] and T[j + 1] < 100 {

@@ -234,9 +234,10 @@ def test_paged_decode_pages_strip_prefetch_code():
     assert "/*next_b=*/v_nx ? v_nx + (h_1 * 128) : nullptr, /*next_ldb=*/v_nx_ld);" in src
     assert "__builtin_prefetch" not in src  # the gemm runtime prefetches
     f32 = pa.paged_decode_pages(2, 8, 2, 128, 300, 16, 5).get_source("c++")
-    assert f32.count("/*next_b=*/") == 2  # float32: the page 4 ahead (prefetch_gathers kSliceLead32)
-    assert "if ((((j * 4) + (jj + 4)) < pages)) {" in f32 and "(jj + 1)" not in f32
-    assert "(0 <= ((j * 4) + (jj + 4)))) & (((j * 4) + (jj + 4)) < 5)" in f32
+    assert f32.count("/*next_b=*/") == 2  # float32: the target's lead (tw_cpu/simd.h kSliceLead32)
+    lead = "(jj + tw_cpu::simd::kSliceLead32)"
+    assert f"if ((((j * 4) + {lead}) < pages)) {{" in f32 and "(jj + 1)" not in f32
+    assert f"(0 <= ((j * 4) + {lead}))) & (((j * 4) + {lead}) < 5)" in f32
     assert "next_b" not in pa.paged_decode_pages(2, 8, 1, 128, 300, 16, 5, "bfloat16").get_source("c++")
     assert "next_b" not in pa.paged_decode_pages(2, 8, 2, 128, 13, 16, 5, "bfloat16").get_source("c++")
 

@@ -816,7 +816,7 @@ void CodeGen::emit_for(const ForNode& n) {
       prefetching_ = false;
     }
   if (!prefetching_ && !slicing_)
-    if (Stmt next = next_page_slices(n)) {
+    if (Stmt next = next_page_slices(n, code("tw_cpu::simd::kSliceLead32", true))) {
       line("// the next iteration's sources of the tiles gemms read in strips (prefetch_gathers @prefetch_slices)");
       std::string reset;
       for_each_stmt(next, [&](const Stmt& s) {

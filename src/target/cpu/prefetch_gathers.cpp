@@ -136,7 +136,7 @@ struct Walk {
     };
     count(L.body, inside);
     count(root, all);
-    const int64_t lead = c.src.buffer->dtype.bytes() == 4 ? kSliceLead32 : 1;
+    const int64_t lead = c.src.buffer->dtype.bytes() == 4 ? kTargetLead : 1;
     if (strips && inside > 0 && inside == all) marks.emplace(s.get(), Annotation{kSlices, {lead}});
   }
 
@@ -305,20 +305,21 @@ Stmt next_iteration_prefetches(const ForNode& loop) {
                                   loop.span);
 }
 
-Stmt next_page_slices(const ForNode& loop) {
+Stmt next_page_slices(const ForNode& loop, const Expr& target_lead) {
   if (loop.for_kind == ForKind::parallel) return nullptr;
   bool any = false;
   for_each_stmt(loop.body, [&](const Stmt& s) { any |= s->kind == StmtKind::Copy && find_annotation(s, kSlices); });
   if (!any) return nullptr;
-  // the least lead of the loop's copies (one substitution serves them all)
+  // the least lead of the loop's copies (one substitution serves them all): a constant one when
+  // there is one (1, the least the target's can be), else the target's
   int64_t lead = 0;
   for_each_stmt(loop.body, [&](const Stmt& s) {
     if (const Annotation* a = s->kind == StmtKind::Copy ? find_annotation(s, kSlices) : nullptr)
-      lead = lead ? std::min(lead, a->args.at(0)) : a->args.at(0);
+      if (a->args.at(0) != kTargetLead) lead = lead ? std::min(lead, a->args.at(0)) : a->args.at(0);
   });
   Skeleton sk;
   sk.slices = true;
-  sk.sub.emplace_back(loop.var, arith::add(loop.var, int_imm(lead)));
+  sk.sub.emplace_back(loop.var, arith::add(loop.var, lead ? int_imm(lead) : target_lead));
   return sk.build(loop.body, 0);
 }
 

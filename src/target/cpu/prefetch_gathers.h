@@ -22,14 +22,15 @@ inline constexpr int64_t kStreamedRun = 4 << 10;
 // there (measured 0.80-0.84x with every page in L1 / L2; performance.md, session 16).
 inline constexpr int64_t kL2ResidentTensor = 1 << 20;
 
-// How many iterations ahead of a 32-bit (fp32) @prefetch_slices copy its next page lies: paged
-// decode's fp32 pages (64 KiB at 8 kv heads x 128) 4 pages ahead of the same phase (the same
-// page of the next step at 4 pages per step) read 1.06-1.07x faster on Zen 4 than the next page
-// (1 and 2 threads, the pages cold, the arrays on 2 MiB pages as numpy's; 1.02-1.07x on 4 KiB
-// pages; 1.01x with the pages in L2), 2 pages ahead 1.02x, 6 and 8 no better than 4. 16-bit
-// pages (32 KiB bf16) take the next page: 4 ahead 0.97-0.99x, 8 ahead 0.92-0.94x, 2 ahead 1.00x
-// (docs/performance.md "Issue 13, CPU", session 19).
-inline constexpr int64_t kSliceLead32 = 4;
+// The lead of a 32-bit (fp32) @prefetch_slices copy: `@prefetch_slices(0)`, the target's
+// (tw_cpu::simd::kSliceLead32, chosen by the C++ compiler from the target's features, which this
+// pass does not know): how many iterations ahead its next page lies. Paged decode's fp32 pages
+// (64 KiB at 8 kv heads x 128) read 1.06-1.07x faster on Zen 4 4 pages ahead of the same phase (the
+// same page of the next step at 4 pages per step) than 1 ahead (session 19), and 1.13x faster on a
+// Sapphire Rapids core 1 ahead than 4 ahead (session 40). 16-bit pages (32 KiB bf16) take the next
+// page everywhere: on Zen 4 4 ahead 0.97-0.99x, 8 ahead 0.92-0.94x, 2 ahead 1.00x (session 19), on
+// Sapphire Rapids 2 ahead 0.99x, 4 ahead 0.91x (session 40) (docs/performance.md "Issue 13, CPU").
+inline constexpr int64_t kTargetLead = 0;
 
 // A copy from a global tensor into a tile whose source address depends on a value read from
 // memory (a page number read from a block table, a token id: `page = block_tables[b, j];
@@ -49,7 +50,7 @@ inline constexpr int64_t kSliceLead32 = 4;
 // next_iteration_prefetches below.
 //
 // A gathered copy whose source is a run of kStreamedRun bytes or more gets `@prefetch_slices(lead)`
-// (lead: kSliceLead32 for 32-bit dtypes, else 1) instead when its tile is read in place (@gemm_view) by gemms that each read a strip of the
+// (lead: kTargetLead for 32-bit dtypes, else 1) instead when its tile is read in place (@gemm_view) by gemms that each read a strip of the
 // tile's columns (paged_decode_pages: a whole page, 16 x 1024 bf16 = 32 KiB, read in place by 8
 // per-kv-head gemms of 16 x 128 each), all inside the innermost enclosing loop L, which is not
 // parallel, whose variable the address depends on and which holds the copy with no loop in
@@ -81,7 +82,8 @@ ir::Stmt next_iteration_prefetches(const ir::ForNode& loop);
 
 // For a loop L of a kernel after prefetch_gathers: the ifs and lets of its body that lead to the
 // copies `@prefetch_slices(lead)` for it, with fresh variables and L's variable replaced by var +
-// lead (the least lead of its copies; not bounded by L's extent: the last page of one step
+// lead (the least lead of its copies, `target_lead` for kTargetLead: the expression codegen prints
+// as the target's tw_cpu::simd::kSliceLead32, at least 1; not bounded by L's extent: the last page of one step
 // prefetches the first of the next step when the page index is flat, as `j * pages_per_step +
 // jj`), every load of a let or a condition
 // read only where its indices lie inside its tensor (`0 <= i < n` per dim, which guards the
@@ -92,6 +94,6 @@ ir::Stmt next_iteration_prefetches(const ir::ForNode& loop);
 // that is not flat) may prefetch lines of some other page of the cache or nothing, never an
 // address outside the tensor, and never reads an index outside the block table. Null when no
 // copy is annotated for this loop.
-ir::Stmt next_page_slices(const ir::ForNode& loop);
+ir::Stmt next_page_slices(const ir::ForNode& loop, const ir::Expr& target_lead);
 
 }  // namespace tw::cpu

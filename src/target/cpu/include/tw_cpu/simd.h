@@ -53,6 +53,19 @@ inline constexpr int kAheadBytes = 4096;
 inline constexpr int kAheadBytes = 0;
 #endif
 
+// How many pages ahead of the page a gemm reads in strips it prefetches the same strip of, for
+// 32-bit pages (prefetch_gathers kTargetLead: paged decode's fp32 pages, 64 KiB at 8 kv heads x
+// 128; the generated code's page index plus this). On the Intel server cores with AMX (Sapphire
+// Rapids class) the next page: the fp32 decode took 0.88x the CPU time of 4 pages ahead (1 and 2
+// threads, pages cold; 2 ahead 0.92x, 8 ahead 1.09x; docs/performance.md "Session 40: ...
+// (h-decode40)"). Elsewhere the same page of the next step, 4 ahead: 1.06-1.07x faster than the
+// next page on Zen 4 (session 19); AVX2 builds keep it (Zen 4's x86-64-v3 build among them).
+#if defined(__AMX_TILE__)
+inline constexpr int kSliceLead32 = 1;
+#else
+inline constexpr int kSliceLead32 = 4;
+#endif
+
 typedef float vf __attribute__((vector_size(kVecBytes)));
 typedef int32_t vi __attribute__((vector_size(kVecBytes)));
 // unaligned, aliasing-safe variants for loads/stores from user memory
