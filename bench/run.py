@@ -100,8 +100,10 @@ FULL = dict(
     int8_numpy_rows=64,        # numpy int matmul is a slow loop: timed on a row slice, rate scaled
     attn=(1, 8, 2048, 128),
     # (64, 128): 64-row blocks over 128-column K steps, 2-4% fewer cycles than 128/128 on the
-    # Sapphire Rapids core with the P V gemm reading the probabilities in place (performance.md)
-    attn_blocks=[(64, 64), (128, 64), (64, 128), (128, 128)],
+    # Sapphire Rapids core with the P V gemm reading the probabilities in place (performance.md);
+    # (128, 256): half the K steps, each P V call 256 deep (one C round trip per 256 k), non-causal
+    # 3% less CPU time than 128/128 there (performance.md "Session 40 ... (h-flash40)")
+    attn_blocks=[(64, 64), (128, 64), (64, 128), (128, 128), (128, 256)],
     rows=(8192, 4096),
     row_blocks=[4, 8, 16],
     # paged decode: sequences, q heads, kv heads, head dim, page size, context (every sequence full)
