@@ -10,8 +10,9 @@ Each program is one of three forms (``d["scal"]``), with its reference here:
   (0 to 3 trips) and ``T.f4(k * 0.25 + 0.5)`` or ``T.pow(c, k)`` in its map (the functions include T.sin /
   T.cos since session 40); two programs in three first map ``x[i, j] = T.sin(x[i, j] * c)`` (or T.cos) with c up
   to 399999.9 (|x| <= 1: arguments inside the documented |x| <= 400000; the reference rounds the product to
-  float32 as the map does). float32 / float16 / bfloat16 tiles; the reference is float64 with the tile's rounding
-  at each store.
+  float32 as the map does), its argument read down the first or last column of a second tile in two of three
+  (a per-row value: ascend910b gathers the column first, session 40). float32 / float16 / bfloat16 tiles; the
+  reference is float64 with the tile's rounding at each store.
 * ``unroll``  ``T.unroll(U)`` loops (U of 1 to 4) with ifs on the variable (``l < U - 1``, ``l == 0`` with an
   else, ``l % 2 == 0`` with an else) and a tile handed along between copies: a gemm MLP whose layer
   output goes back into the gemm's operand (``gemm``: the loop form fails, unroll_loops writes it out), or
@@ -65,6 +66,7 @@ def generate(seed):
         d["hc"] = d["dt"] != "float32" and s.random() < 0.5   # the let's argument cast to the tile's dtype
         d["trig"] = s.choice((None, "sin", "cos"))   # a map of T.sin / T.cos of the data first
         d["big"] = v.choice(TRIG_SCALES)
+        d["tcol"] = v.choice((None, "first", "last"))   # the map reads a column of a second tile as its argument
         d["p"] = [v.choice(PVALS), v.choice(PVALS), v.choice(PVALS), float(v.choice((0, 1, 4, 9)))]
         q = FNS[d["f2"]](d["p"][1])
         d["thr"] = round(q + v.choice((-0.25, 0.25)), 2)   # a quarter away from the value: no rounding decides it
@@ -126,8 +128,12 @@ def _math_body(d):
         p0 = f"T.cast({p0}, {dt})"
     arg1 = f"({p0}) * {d['a']!r} + {d['b']!r}"
     if d.get("trig"):
+        arg = "x[i, j]"
+        if d.get("tcol"):   # a per-row value read down a column (gathered into a 1-D tile on ascend910b, session 40)
+            b += [f"    w = T.alloc_fragment(({bm}, {n}), {dt})", f"    T.copy(X[bx * {bm}, 0], w)"]
+            arg = f"w[i, {0 if d['tcol'] == 'first' else n - 1}]"
         b += [f"    for i, j in T.Parallel({bm}, {n}):",
-              f"        x[i, j] = T.{d['trig']}(x[i, j] * {d['big']!r})"]
+              f"        x[i, j] = T.{d['trig']}({arg} * {d['big']!r})"]
     b += [f"    s = T.{d['f1']}({_arg(d['f1'], arg1)})",
           f"    if T.{d['f2']}({p1}) > {d['thr']!r}:",
           f"        for i, j in T.Parallel({bm}, {n}):",
@@ -250,7 +256,8 @@ def reference(d):
         x, p = ins[0].astype(np.float64), [float(v) for v in ins[1]]
         M, bm = x.shape[0], d["bm"]
         if d.get("trig"):   # the argument as the map computes it: one float32 product of exact operands
-            t = (x * float(np.float32(d["big"]))).astype(np.float32).astype(np.float64)
+            a = x if not d.get("tcol") else np.broadcast_to(x[:, :1] if d["tcol"] == "first" else x[:, -1:], x.shape)
+            t = (a * float(np.float32(d["big"]))).astype(np.float32).astype(np.float64)
             x = _conv(np.sin(t) if d["trig"] == "sin" else np.cos(t), dt)
         rows = np.arange(M) // bm
         p0 = p[0] if d["src"] != "bx" else (rows % 3) * 0.5 + 0.25
@@ -321,6 +328,8 @@ def candidates(d):
     if d["scal"] == "math":
         if d.get("trig"):
             put(trig=None)
+        if d.get("tcol"):
+            put(tcol=None)
         if d["els"]:
             put(els=False)
         if d["src"] != "gm":
