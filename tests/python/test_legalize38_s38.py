@@ -159,14 +159,14 @@ def test_row_math_in_a_4d_map():
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=TOL["float16"], atol=TOL["float16"], err_msg=t)
 
 
-def test_row_value_read_down_a_column_runs():
-    # x[i, 0, 0] over the rows is a column of x, which no vector instruction reads; legalize_vector runs the
-    # leading loop serially around the (g, c) map, where the call's argument is a scalar: it was scalar code,
-    # verify_program's error "math function 'exp' of a scalar" (hint: the call over a slice of rows first). Since
-    # session 40 (h-math40) the map computes the call of that scalar on its tile; the hint's form runs too.
+def test_row_value_read_down_a_column_is_still_a_located_error():
+    # x[i, 0, 0] over the rows is a column of x, which no vector instruction reads: the call stays per row, scalar
+    # code, verify_program's error at the call naming it; the hint's form runs
+    with pytest.raises(tw.TilewrightError, match=r"math function 'exp' of a scalar") as e:
+        tw.compile(rownorm(5, 2, 8, "float32", "column"), target=TARGET, out_idx=[-1])
+    assert "T.exp(x[i, 0, 0])" in str(e.value) and "e[i, c] = T.exp(x[i, 0, c])" in str(e.value), str(e.value)
     x = np.random.default_rng(5).standard_normal((5, 2, 8)).astype(np.float32)
     want = x * np.exp(x[:, :1, :1].astype(np.float64))
-    run_both(rownorm(5, 2, 8, "float32", "column"), x, "float32", want)
     run_both(rownorm(5, 2, 8, "float32", "column_hinted"), x, "float32", want)
 
 

@@ -92,34 +92,6 @@ def test_per_row_factor_read_down_a_column(M, N, K, c, dt):
         np.testing.assert_array_equal(_bits(a), _bits(b))
 
 
-def _one_row(C, fn):
-    @T.prim_func
-    def main(X: T.Tensor((1, C), "float32"), Y: T.Tensor((1, C), "float32")):
-        with T.Kernel(1) as bx:
-            w = T.alloc_fragment((1, C), "float32")
-            y = T.alloc_fragment((1, C), "float32")
-            T.copy(X, w)
-            for i, j in T.Parallel(1, C):
-                y[i, j] = T.exp(w[i, 0] * 0.7) + w[i, j] if fn == "exp" else T.cos(w[i, C - 1] * 3.7) * w[i, j]
-            T.copy(y, Y)
-    return main
-
-
-@pytest.mark.parametrize("C, fn", [(1, "exp"), (5, "exp"), (5, "cos")])
-def test_a_call_of_a_column_in_a_one_row_map(C, fn):
-    # one row: the map's unit row loop goes, w[i, 0] is a scalar the map reads, and its call was verify_program's
-    # "math function 'exp' of a scalar here would run on the Ascend scalar unit" (found by the scal stream's column
-    # form, session 40); the call is computed on the map's tile now
-    x = (np.arange(C, dtype=np.float32) / 7 - 0.3).reshape(1, C)
-    X = x.astype(np.float64)
-    ref = np.exp(X[:, :1] * 0.7) + X if fn == "exp" else np.cos(np.float32(X[0, -1] * np.float32(3.7))) * X
-    got = {t: np.asarray(run_on(_one_row(C, fn), t, [1], x)) for t in ("cpu", TARGET)}
-    for t in got:
-        np.testing.assert_allclose(got[t], ref, rtol=1e-6, atol=1e-6)
-    if fn == "cos":
-        np.testing.assert_array_equal(_bits(got["cpu"]), _bits(got[TARGET]))
-
-
 def _written(M, N):
     @T.prim_func
     def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):

@@ -3110,16 +3110,7 @@ int MapLowering::build(const Expr& e) {
 
 int MapLowering::build_uncached(const Expr& e) {
   const Span& sp = e->span;
-  // A math call of a scalar left in a map (a one-row map's w[i, 0] once its unit row is gone, read by
-  // hoist_scalar_reads' let; an expansion's Abs of it) is computed on the map's tile of the value: the scalar unit
-  // has no math functions (verify_program's error; math40: T.exp(w[i, 0] * c) over T.Parallel(1, C))
-  auto vector_call = [](const Expr& x) {
-    if (x->kind != ir::ExprKind::Call) return false;
-    const ir::MathFn f = as<ir::CallNode>(x)->fn;
-    return f == ir::MathFn::abs || f == ir::MathFn::exp || f == ir::MathFn::log || f == ir::MathFn::sqrt ||
-           f == ir::MathFn::floor || f == ir::MathFn::ceil;
-  };
-  bool scalar = !has_load(e) && !uses_var(e, vj()) && !(vi() && uses_var(e, vi())) && !any_subexpr(e, vector_call);
+  bool scalar = !has_load(e) && !uses_var(e, vj()) && !(vi() && uses_var(e, vi()));
   if (scalar) return leaf_scalar(e);
   switch (e->kind) {
     case ir::ExprKind::Load: {
@@ -3388,7 +3379,6 @@ int MapLowering::build_uncached(const Expr& e) {
     case ir::ExprKind::Call: {
       auto* c = as<ir::CallNode>(e);
       int x = build(c->args[0]);
-      if (nodes_[x].shape == Shape::Scalar) x = materialize(x, Shape::Full, sp);  // (a scalar's call, above)
       DType t = compute_type(nodes_[x].dtype);
       x = to_type(x, t, sp);
       switch (c->fn) {
