@@ -110,3 +110,26 @@ def test_a_map_writing_the_column_it_reads_stays_a_located_error():
     with pytest.raises(tw.TilewrightError, match=r"the per-row factor 'x' is read down a column") as e:
         tw.compile(_written(13, 8), target=TARGET, out_idx=[-1])
     assert "test_math40_s40.py:" in str(e.value) and re.search(r"v\[i\] = x\[i, k\]", str(e.value)), str(e.value)
+
+
+def _one_row(C):
+    @T.prim_func
+    def main(X: T.Tensor((1, C), "float32"), Y: T.Tensor((1, C), "float32")):
+        with T.Kernel(1) as bx:
+            w = T.alloc_fragment((1, C), "float32")
+            y = T.alloc_fragment((1, C), "float32")
+            T.copy(X, w)
+            for i, j in T.Parallel(1, C):
+                y[i, j] = T.exp(w[i, 0] * 0.7) + w[i, j]
+            T.copy(y, Y)
+    return main
+
+
+@pytest.mark.xfail(raises=tw.TilewrightError, strict=True,
+                   reason="math40 M4: in a one-row map a call of a column's element is scalar code (verify_program's "
+                          "'math function of a scalar'); fuzz/known.py KNOWN_BUGS 'math40-M4' goes with this xfail")
+def test_m4_a_call_of_a_column_in_a_one_row_map():
+    x = (np.arange(5, dtype=np.float32) / 7 - 0.3).reshape(1, 5)
+    X = x.astype(np.float64)
+    got = run_on(_one_row(5), TARGET, [1], x)
+    np.testing.assert_allclose(np.asarray(got), np.exp(X[:, :1] * 0.7) + X, rtol=1e-6, atol=1e-6)
