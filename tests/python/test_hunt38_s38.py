@@ -195,10 +195,13 @@ def test_scal_stream_covers_its_forms_and_catches_a_wrong_answer():
     m = [d for d in ds if d["scal"] == "math"]
     assert {d["src"] for d in m} == {"gm", "tile", "bx"} and {d["els"] for d in m} == {True, False}
     assert {d["hc"] for d in m} == {True, False} and {d["f4"] for d in m} >= {"pow", "exp", "tanh"}
+    # T.sin / T.cos (session 40, h-math40): as scalar calls and as a map of the data times a scale up to 399999.9
+    assert {d["trig"] for d in m} == {None, "sin", "cos"} and {d["f1"] for d in m} | {d["f4"] for d in m} >= {"sin", "cos"}
+    assert max(d["big"] for d in m if d["trig"]) == 399999.9 and {d["tcol"] for d in m if d["trig"]} == {None, "first", "last"}
     u = [d for d in ds if d["scal"] == "unroll"]
     assert {d["cond"] for d in u} == {"lt", "eq0", "mod"} and {d["shape"] for d in u} == {"gemm", "vec"}
     assert {d["where"] for d in ds if d["scal"] == "dstore"} == {"tile", "gm"}
-    for d in (next(d for d in ds if d["scal"] == f) for f in scal.FORMS):
+    for d in [next(d for d in ds if d["scal"] == f) for f in scal.FORMS] + [next(d for d in m if d["trig"] and d["tcol"])]:
         compile(grammar.source(d), "fuzz", "exec")
         refs, _ = reference(d)
         assert compare(d, refs) is None

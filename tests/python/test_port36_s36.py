@@ -166,14 +166,16 @@ LOCATED = [
      r"declare the tile as a column", "group_quant_loop_col"),
     ("upsample2x_map", "float32", (2, 5, 7), r"reads 'x' at the index x\[i // 2, j // 2\]",
      r"for r in T\.serial\(R\): for j in T\.Parallel\(C\)", "upsample2x_rows"),
-    # (at (1, 1) it runs since session 39, h-math39: a[i, 0] of a one-column tile in a one-column map is a[i, j])
-    ("outer_product", "bfloat16", (1, 5), r"the per-row factor 'a' is read down a column of a tile",
-     r"copy the column into a 1-D tile first", "outer_product_gather"),
-    # F3 (fixed): was "neither operand of add is a tile element a[i, j]" with the generic "split longer formulas"
-    # hint, which leads nowhere (the map is a column map over i by then, both operands a[i, 0], a[i, 2] columns)
-    ("box_decode_rows", "float32", (37,), r"tile 'a' is read down a column",
-     r"gather the column into a row of a tile first", "box_decode_gather"),
 ]
+
+
+# A per-row factor read down a column (outer product a[i, 0] * b[0, j]; F3's box decoding a[i, 0] + a[i, 2] in a
+# (bn, 4) map) was a located error, its hint the column gathered into a 1-D tile (outer_product_gather) / a row
+# (box_decode_gather, in AGREE); since session 40 (h-math40) legalize_vector gathers the column itself.
+@pytest.mark.parametrize("name, dt, shape", [("outer_product", "bfloat16", (1, 5)), ("outer_product", "float32", (13, 37)),
+                                             ("outer_product_gather", "bfloat16", (1, 5)), ("box_decode_rows", "float32", (37,))])
+def test_column_read_as_a_per_row_factor_runs(name, dt, shape):
+    P.check(name, dt, shape, TARGET)
 
 
 @pytest.mark.parametrize("name, dt, shape, what, hint, alt", LOCATED, ids=[c[0] for c in LOCATED])

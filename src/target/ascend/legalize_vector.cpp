@@ -1595,6 +1595,22 @@ struct Interleave {
   int last = -1;                // the position of its last store
 };
 
+// The stores' values with each expression `from` of m replaced by its `to` (structurally equal).
+void replace_all(std::vector<std::shared_ptr<ir::StoreNode>>& stores, const std::vector<std::pair<Expr, Expr>>& m) {
+  if (m.empty()) return;
+  struct Share : ir::Mutator {
+    const std::vector<std::pair<Expr, Expr>>& m;
+    explicit Share(const std::vector<std::pair<Expr, Expr>>& m) : m(m) {}
+    using ir::Mutator::mutate;
+    Expr mutate(const Expr& x) override {
+      for (const auto& [from, to] : m)
+        if (ir::structural_equal(from, x)) return to;
+      return ir::Mutator::mutate(x);
+    }
+  } share(m);
+  for (auto& st : stores) st = std::make_shared<ir::StoreNode>(st->buffer, st->indices, share.mutate(st->value), st->span);
+}
+
 std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, const std::vector<int64_t>& ext,
                                                const std::vector<Stmt>& items, const Span& sp, double wrap_bound,
                                                const std::vector<Expr>& user) {
@@ -1663,6 +1679,45 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
     for (const auto& i : st->indices) idx.push_back(ir::substitute(i, lets));
     stores.push_back(std::make_shared<ir::StoreNode>(st->buffer, idx, ir::substitute(st->value, lets), st->span));
   }
+  // A per-row factor read down a column of a tile in a 2-D map (x[i, k], its last index free of the map's variables:
+  // the timestep embedding's t = z[i, 0], a block scale sa[i, kb], a conv tap's weight w[i, k]) has its elements a
+  // row apart, which no vector operand reads: it is gathered first, by a 1-D map over the rows into a 1-D tile,
+  // v[i] = x[i, k] (a flat gather), and read as the row vector v[i] (the form the located error's hint named;
+  // math40, port38 M2). Not where the map writes the tile, nor a one-column tile's column 0 in a one-column map
+  // (MapLowering reads that as the map's column: port38 F5).
+  if (vars.size() == 2) {
+    const ir::VarNode* vi = vars[0].get();
+    const ir::VarNode* vj = vars[1].get();
+    auto column = [&](const Expr& x) {
+      if (x->kind != ir::ExprKind::Load) return false;
+      auto* l = as<ir::LoadNode>(x);
+      const auto& idx = l->indices;
+      const size_t n = idx.size();
+      auto shape = l->buffer->const_shape();
+      if (l->buffer->scope != Scope::UB || n < 2 || !shape || (*shape)[n - 2] < 2 ||
+          (l->buffer->dtype.bytes() != 2 && l->buffer->dtype.bytes() != 4))
+        return false;
+      if (ext.back() == 1 && (*shape)[n - 1] == 1 && ir::as_const_int(idx[n - 1]) == 0) return false;
+      auto free = [&](const Expr& e) { return !has_load(e) && !uses_var(e, vi) && !uses_var(e, vj); };
+      if (!free(idx[n - 1]) || has_load(idx[n - 2]) || !uses_var(idx[n - 2], vi) || uses_var(idx[n - 2], vj))
+        return false;
+      if (!std::all_of(idx.begin(), idx.end() - 2, free)) return false;
+      return std::none_of(stores.begin(), stores.end(), [&](const auto& st) { return st->buffer.get() == l->buffer.get(); });
+    };
+    std::vector<std::pair<Expr, Expr>> cols;  // (the column read, the 1-D tile's element)
+    for (const auto& st : stores)
+      ir::for_each_expr(st, [&](const Expr& x) {
+        if (!column(x) || std::any_of(cols.begin(), cols.end(), [&](const auto& c) { return ir::structural_equal(c.first, x); }))
+          return;
+        const Buffer& src = as<ir::LoadNode>(x)->buffer;
+        Buffer v = ub(src, "_c", src->dtype, {ext[0]}, x->span, out);
+        MapLowering rows(*this, {vars[0]}, {ext[0]}, user.size() == 2 ? std::vector<Expr>{user[0]} : std::vector<Expr>{}, sp);
+        ir::StoreNode once(v, {vars[0]}, x, x->span);
+        rows.store(&once, out);
+        cols.push_back({x, ir::load(v, {vars[0]}, x->span)});
+      });
+    replace_all(stores, cols);
+  }
   // A gather several stores read (RoPE's x[i, 2 * j] and x[i, 2 * j + 1], read by both halves) is
   // done once, into a temporary the stores then read, unless the map writes a tile it reads.
   {
@@ -1698,20 +1753,7 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
       ml.store(&once, out);
       shared.push_back({seen[k], ir::load(g, at, seen[k]->span)});
     }
-    if (!shared.empty()) {
-      struct Share : ir::Mutator {
-        const std::vector<std::pair<Expr, Expr>>& m;
-        explicit Share(const std::vector<std::pair<Expr, Expr>>& m) : m(m) {}
-        using ir::Mutator::mutate;
-        Expr mutate(const Expr& x) override {
-          for (const auto& [from, to] : m)
-            if (ir::structural_equal(from, x)) return to;
-          return ir::Mutator::mutate(x);
-        }
-      } share(shared);
-      for (auto& st : stores)
-        st = std::make_shared<ir::StoreNode>(st->buffer, st->indices, share.mutate(st->value), st->span);
-    }
+    replace_all(stores, shared);
   }
   // the interleaving stores (s * j + c in the last index), grouped by destination
   const ir::VarNode* vj = vars.back().get();

@@ -7,8 +7,12 @@ Each program is one of three forms (``d["scal"]``), with its reference here:
   p read from a GM tensor (``P[0]``), from a tile (``pt[0]``) or of the block index (cast to the tile's 16-bit
   dtype half the time: the call's float32 value stands until a store); ``if T.f2(q) > thr``
   around a map (with or without an else); ``for k in T.serial(nk)`` with ``nk = floor(sqrt(P[3]))``
-  (0 to 3 trips) and ``T.f4(k * 0.25 + 0.5)`` or ``T.pow(c, k)`` in its map. float32 / float16 / bfloat16
-  tiles; the reference is float64 with the tile's rounding at each store.
+  (0 to 3 trips) and ``T.f4(k * 0.25 + 0.5)`` or ``T.pow(c, k)`` in its map (the functions include T.sin /
+  T.cos since session 40); two programs in three first map ``x[i, j] = T.sin(x[i, j] * c)`` (or T.cos) with c up
+  to 399999.9 (|x| <= 1: arguments inside the documented |x| <= 400000; the reference rounds the product to
+  float32 as the map does), its argument read down the first or last column of a second tile in two of three
+  (a per-row value: ascend910b gathers the column first, session 40). float32 / float16 / bfloat16 tiles; the
+  reference is float64 with the tile's rounding at each store.
 * ``unroll``  ``T.unroll(U)`` loops (U of 1 to 4) with ifs on the variable (``l < U - 1``, ``l == 0`` with an
   else, ``l % 2 == 0`` with an else) and a tile handed along between copies: a gemm MLP whose layer
   output goes back into the gemm's operand (``gemm``: the loop form fails, unroll_loops writes it out), or
@@ -35,7 +39,10 @@ FORMS = ("math", "unroll", "dstore")
 FNS = {"exp": math.exp, "exp2": lambda x: 2.0 ** x, "log": math.log, "log2": math.log2, "sqrt": math.sqrt,
        "rsqrt": lambda x: 1 / math.sqrt(x), "tanh": math.tanh, "sigmoid": lambda x: 1 / (1 + math.exp(-x)),
        "erf": math.erf, "silu": lambda x: x / (1 + math.exp(-x)), "abs": abs, "floor": math.floor,
-       "ceil": math.ceil}
+       "ceil": math.ceil, "sin": math.sin, "cos": math.cos}
+# T.sin / T.cos of the tile's data times a scale (session 40, h-math40): |x| <= 1, so the argument stays inside the
+# functions' documented |x| <= 400000 (docs/language.md); the scale is rounded to float32 as the literal is
+TRIG_SCALES = (1.0, 3.7, 977.3, 123456.7, 399999.9)
 PVALS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0)
 
 
@@ -57,6 +64,9 @@ def generate(seed):
         d["f4"] = s.choice(list(FNS) + ["pow"])
         d["c"] = s.choice((0.5, 2.0, 3.0))
         d["hc"] = d["dt"] != "float32" and s.random() < 0.5   # the let's argument cast to the tile's dtype
+        d["trig"] = s.choice((None, "sin", "cos"))   # a map of T.sin / T.cos of the data first
+        d["big"] = v.choice(TRIG_SCALES)
+        d["tcol"] = v.choice((None, "first", "last"))   # the map reads a column of a second tile as its argument
         d["p"] = [v.choice(PVALS), v.choice(PVALS), v.choice(PVALS), float(v.choice((0, 1, 4, 9)))]
         q = FNS[d["f2"]](d["p"][1])
         d["thr"] = round(q + v.choice((-0.25, 0.25)), 2)   # a quarter away from the value: no rounding decides it
@@ -117,6 +127,13 @@ def _math_body(d):
     if d.get("hc"):   # (a float16 / bfloat16 call: its float32 value until stored, hunt38 F2)
         p0 = f"T.cast({p0}, {dt})"
     arg1 = f"({p0}) * {d['a']!r} + {d['b']!r}"
+    if d.get("trig"):
+        arg = "x[i, j]"
+        if d.get("tcol"):   # a per-row value read down a column (gathered into a 1-D tile on ascend910b, session 40)
+            b += [f"    w = T.alloc_fragment(({bm}, {n}), {dt})", f"    T.copy(X[bx * {bm}, 0], w)"]
+            arg = f"w[i, {0 if d['tcol'] == 'first' else n - 1}]"
+        b += [f"    for i, j in T.Parallel({bm}, {n}):",
+              f"        x[i, j] = T.{d['trig']}({arg} * {d['big']!r})"]
     b += [f"    s = T.{d['f1']}({_arg(d['f1'], arg1)})",
           f"    if T.{d['f2']}({p1}) > {d['thr']!r}:",
           f"        for i, j in T.Parallel({bm}, {n}):",
@@ -238,13 +255,17 @@ def reference(d):
     if f == "math":
         x, p = ins[0].astype(np.float64), [float(v) for v in ins[1]]
         M, bm = x.shape[0], d["bm"]
+        if d.get("trig"):   # the argument as the map computes it: one float32 product of exact operands
+            a = x if not d.get("tcol") else np.broadcast_to(x[:, :1] if d["tcol"] == "first" else x[:, -1:], x.shape)
+            t = (a * float(np.float32(d["big"]))).astype(np.float32).astype(np.float64)
+            x = _conv(np.sin(t) if d["trig"] == "sin" else np.cos(t), dt)
         rows = np.arange(M) // bm
         p0 = p[0] if d["src"] != "bx" else (rows % 3) * 0.5 + 0.25
         if d.get("hc"):
             p0 = _conv(np.asarray(p0, np.float64), dt)
         s = np.vectorize(lambda v: _fn(d["f1"], v * d["a"] + d["b"]))(np.asarray(p0, np.float64))
         s = np.broadcast_to(np.asarray(s, np.float64).reshape(-1, 1) if d["src"] == "bx" else s, x.shape)
-        mag = np.abs(x)
+        mag = np.abs(x) + (1.0 if d.get("trig") else 0.0)   # (sin / cos: 1.53e-7 off, absolute)
         if FNS[d["f2"]](p[1]) > d["thr"]:
             g = _fn(d["f3"], p[1])
             x = _conv(x * s + g, dt)
@@ -305,6 +326,10 @@ def candidates(d):
     def put(**kw):
         out.append(dict(d, **kw))
     if d["scal"] == "math":
+        if d.get("trig"):
+            put(trig=None)
+        if d.get("tcol"):
+            put(tcol=None)
         if d["els"]:
             put(els=False)
         if d["src"] != "gm":
