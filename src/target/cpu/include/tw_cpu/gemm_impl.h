@@ -819,6 +819,21 @@ inline constexpr long kRaLateK = -1;
 inline constexpr long kRaLateK = kCLateK;
 #endif
 
+// Whether every fp32 micro-kernel call prefetches a packed B (bs == kNR; two lines a k step, 8 k
+// ahead) or only a column strip's first row panel (`first`; ukr_f32_rows and ukr_f32_ra_rows pick
+// the instance, kPfB): the later panels find the strip in L1. On a Sapphire Rapids-class Intel core
+// (AVX-512, two 512-bit FMA pipes) those two prefetch uops a k step cost flash attention ~2% of its
+// time (docs/performance.md "Session 39: flash attention on the Sapphire Rapids core"); the tile
+// programs' fp32 gemm ran the same within the noise ("Session 40: the fp32 gemm on the Sapphire
+// Rapids core"). Kept in every call on Zen 4 (tuned there, not re-measured) and AVX2 (its loop
+// always prefetches), and for a B streamed in place (the skinny path, bs == ldb) and bf16 pairs
+// (kDp, not measured) everywhere. A prefetch only: the same results.
+#if defined(__AVX512F__) && !defined(__znver3__) && !defined(__znver4__)
+inline constexpr bool kPackedBPrefetch = false;
+#else
+inline constexpr bool kPackedBPrefetch = true;
+#endif
+
 // The fp32 micro-kernels' start: the accumulators at zero, and C's rows requested unless kLate
 // (ukr_f32 with kCLateK >= 0 requests them near its end instead).
 template <int R, bool kLate = false, int NV>
@@ -835,7 +850,7 @@ TW_CPU_INLINE void start_acc(simd::vf (&c)[R][NV], const float* C, long ldc) {
 // NV: the column vectors, kNV (a whole kNR-wide strip), or 1 for the one half of a strip that
 // a c_band needs (gemm_f32's band branch: B and C then point at that half, bs stays the strip's
 // kNR); per element the same FMAs in the same k order either way, so the same result.
-template <int R, bool kDp = false, int NV = kNV>
+template <int R, bool kDp = false, int NV = kNV, bool kPfB = true>
 __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long as,
                                        const float* __restrict B, long bs,
                                        float* __restrict C, long ldc, bool acc, int nr,
@@ -884,9 +899,10 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
   for (long k = 0; k < kc; ++k) {
     if (k == k_c) prefetch_c<R, NV * kVF>(C, ldc);
     vf b[NV];
-    // software prefetch of B a few k ahead (matters when B is streamed unpacked)
+    // software prefetch of B a few k ahead (matters when B is streamed unpacked; kPackedBPrefetch)
+    if constexpr (kPfB)
 #pragma GCC unroll 4
-    for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
+      for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) b[v] = simd::loadu(B + v * kVF);
 #pragma GCC unroll 16
@@ -915,9 +931,12 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
 template <bool kDp = false, int R = kMR, int NV = kNV>
 TW_CPU_INLINE void ukr_f32_rows(int mr, long kc, const float* A, long as, const float* B, long bs,
                                 float* C, long ldc, bool acc, int nr, const char* pf2 = nullptr,
-                                long pf2_lines = 0) {
-  if (mr == R) ukr_f32<R, kDp, NV>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
-  else if constexpr (R > 1) ukr_f32_rows<kDp, R - 1, NV>(mr, kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+                                long pf2_lines = 0, bool first = true) {
+  if (mr == R) {
+    if (kPackedBPrefetch || kDp || bs != kNR || first) ukr_f32<R, kDp, NV>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+    else ukr_f32<R, kDp, NV, false>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+  }
+  else if constexpr (R > 1) ukr_f32_rows<kDp, R - 1, NV>(mr, kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines, first);
 }
 
 // A column tail of nr <= kColTail columns (the op zoo's matmul 1025x369x741 in 128-column blocks
@@ -967,7 +986,7 @@ TW_CPU_INLINE void ukr_f32_cols_n(int np, long kc, const float* A, long ps, cons
 // index addressing, 6 registers for 14 rows). For an A that is read by one call only (a tile
 // the kernel computes: flash attention's probabilities), packing it cost a transposing copy of
 // the whole tile every call (gemm_f32: a_in_place).
-template <int R>
+template <int R, bool kPfB = true>
 __attribute__((noinline)) void ukr_f32_ra(long kc, const float* __restrict A, long lda,
                                           const float* __restrict B, long bs,
                                           float* __restrict C, long ldc, bool acc, int nr,
@@ -987,8 +1006,9 @@ __attribute__((noinline)) void ukr_f32_ra(long kc, const float* __restrict A, lo
     if constexpr (kRaLateK >= 0)
       if (k == k_c) prefetch_c<R, kNV * kVF>(C, ldc);
     vf b[kNV];
+    if constexpr (kPfB)  // kPackedBPrefetch
 #pragma GCC unroll 4
-    for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
+      for (int v = 0; v < kNR * 4; v += 64) __builtin_prefetch(B + pfd + v / 4);
 #pragma GCC unroll 4
     for (int v = 0; v < kNV; ++v) b[v] = simd::loadu(B + v * kVF);
 #pragma GCC unroll 16
@@ -1010,9 +1030,12 @@ __attribute__((noinline)) void ukr_f32_ra(long kc, const float* __restrict A, lo
 template <int R = kMR>
 TW_CPU_INLINE void ukr_f32_ra_rows(int mr, long kc, const float* A, long lda, const float* B, long bs,
                                    float* C, long ldc, bool acc, int nr, const char* pf2 = nullptr,
-                                   long pf2_lines = 0) {
-  if (mr == R) ukr_f32_ra<R>(kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
-  else if constexpr (R > 1) ukr_f32_ra_rows<R - 1>(mr, kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+                                   long pf2_lines = 0, bool first = true) {
+  if (mr == R) {
+    if (kPackedBPrefetch || bs != kNR || first) ukr_f32_ra<R>(kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+    else ukr_f32_ra<R, false>(kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+  }
+  else if constexpr (R > 1) ukr_f32_ra_rows<R - 1>(mr, kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines, first);
 }
 
 template <class TC>
@@ -2352,11 +2375,11 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
             if constexpr (same<T, float>)
               if (a_direct) {
                 ukr_f32_ra_rows(h, kn, (const float*)A + (long)(ic + pr.r0 + i0) * lda + pc + ks, lda,
-                                bp + (long)ks * kNR, kNR, cp, ldc, acc, nr, q, m < kn ? m : kn);
+                                bp + (long)ks * kNR, kNR, cp, ldc, acc, nr, q, m < kn ? m : kn, ir == 0);
                 continue;
               }
             ukr_f32_rows<kDp>(h, kn, ap + (long)ir * kwc + (long)ks * kMR + i0, kMR, bp + (long)ks * kNR, kNR,
-                              cp, ldc, acc, nr, q, m < kn ? m : kn);
+                              cp, ldc, acc, nr, q, m < kn ? m : kn, ir == 0);
           }
         }
       }
