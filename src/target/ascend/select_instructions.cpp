@@ -1368,8 +1368,9 @@ class Lowerer {
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
       const WindowCheck wc = store_check(n, sp);
+      const Expr skip_rows = ub_skip_rows(g, ub_stride * b, wc);
       return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
-        return emit(CopyUbToGm{local(w, add(mul(add(row, g.skip_rows), C(ub_stride * b)), mul(g.skip_cols, C(b)))),
+        return emit(CopyUbToGm{local(w, add(mul(add(row, skip_rows), C(ub_stride * b)), mul(g.skip_cols, C(b)))),
                                GmRef{g.param, add(g.offset, gm)},
                                dt, g.valid_rows, mul(g.valid_cols, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)),
                                n->atomic, wc},
@@ -1525,6 +1526,13 @@ class Lowerer {
   // skip .. a - 1 (fewer than one block), is moved by the scalar unit (GetValue / SetValue) into a
   // scratch tile of one 32 B block per row and stored from there to column 0, only when it is not
   // empty (a run-time if: the blocks whose start is negative and not on a block boundary).
+  // The rows a copy out's UB side skips (the window's rows before row 0). A checked copy out is issued also when
+  // it moves no row (select_move_calls): a one-row window whose row lies before row 0 then moves nothing, and a
+  // UB row pitch that is not whole 32 B blocks (a 1 x 5 int8 tile) would put the empty call's UB address off its
+  // 32 B block. Such a window's UB side stays at its row (skip_rows > 0 only when nothing moves).
+  Expr ub_skip_rows(const GmWindow& g, int64_t pitch_bytes, const WindowCheck& wc) const {
+    return wc.param >= 0 && pitch_bytes % 32 && g.total_rows() == 1 ? C(0) : g.skip_rows;
+  }
   StmtPtr store_before_column_0(const ir::CopyNode* n, const Window& w, const Span& sp) {
     ir::DType dt = n->dst.buffer->dtype;
     int64_t b = dt.bytes(), blk = 32 / b;
@@ -1546,9 +1554,16 @@ class Lowerer {
     }
     int scratch = it->second;
     const WindowCheck wc = store_check(n, sp);  // on both stores
+    // A checked copy out runs also when it stores nothing (a window wholly past the row's columns or before
+    // column 0: head and rest both 0), its blockLen 0 (a NOP, docs/ascend.md "Empty counts"), so its window's
+    // check runs. Its UB side then starts at the window's last 32 B block (a may point past the window; a is that
+    // block or before it whenever rest > 0).
+    const bool checked = wc.param >= 0;
+    const Expr ub_col = checked ? simp(min(a, C((w.cols - 1) / blk * blk))) : a;
+    const Expr skip_rows = ub_skip_rows(g, ub_stride * b, wc);
     return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
       Expr first = add(row, g.skip_rows);  // the tile row of the first row stored
-      StmtPtr main = emit(CopyUbToGm{local(w, add(mul(first, C(ub_stride * b)), mul(a, C(b)))),
+      StmtPtr main = emit(CopyUbToGm{local(w, add(mul(add(row, skip_rows), C(ub_stride * b)), mul(ub_col, C(b)))),
                                      GmRef{g.param, add(add(g.offset, gm), mul(head, C(b)))}, dt, g.valid_rows,
                                      mul(rest, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)), n->atomic, wc},
                           sp);
@@ -1573,8 +1588,10 @@ class Lowerer {
       if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
       StmtPtr h = if_(simp(ir::binary(ir::BinOp::GT, head, C(0))), seq(std::move(body), sp), nullptr, sp);
       // the rest may be empty (a window that ends before the next block boundary): its UB side then
-      // points past the window
-      return seq({h, if_(simp(ir::binary(ir::BinOp::GT, rest, C(0))), main, nullptr, sp)}, sp);
+      // points past the window (not a checked copy's: above)
+      Expr run = simp(ir::binary(ir::BinOp::GT, rest, C(0)));
+      if (checked) run = simp(ir::binary(ir::BinOp::Or, run, ir::binary(ir::BinOp::EQ, head, C(0))));
+      return seq({h, if_(run, main, nullptr, sp)}, sp);
     });
   }
   std::unordered_map<const ir::CopyNode*, int> head_scratch_;  // store_before_column_0's scratch tiles
