@@ -1518,6 +1518,13 @@ class Lowerer {
 
   // Cube-side GM copies move one 2-D window: outer window dims that do not merge into its rows
   // would need one Nd2Nz / Fixpipe per index into a part of the Nz matrix (not done yet).
+  // The rows a copy out's UB side skips (the window's rows before row 0). A checked copy out is issued also when
+  // it moves no row (select_move_calls): a one-row window whose row lies before row 0 then moves nothing, and a
+  // UB row pitch that is not whole 32 B blocks (a 1 x 5 int8 tile) would put the empty call's UB address off its
+  // 32 B block. Such a window's UB side stays at its row (skip_rows > 0 only when nothing moves).
+  Expr ub_skip_rows(const GmWindow& g, int64_t pitch_bytes, const WindowCheck& wc) const {
+    return wc.param >= 0 && pitch_bytes % 32 && g.total_rows() == 1 ? C(0) : g.skip_rows;
+  }
   // A UB -> GM copy whose first column may lie before column 0 of the tensor at a start that is not
   // a provable multiple of the 32 B block (T.copy(t, Y[r, bx * 8 - 3]) in float32). The UB side of
   // DataCopyPad starts on a 32 B block, so the skipped columns cannot simply be stepped over: with
@@ -1526,13 +1533,6 @@ class Lowerer {
   // skip .. a - 1 (fewer than one block), is moved by the scalar unit (GetValue / SetValue) into a
   // scratch tile of one 32 B block per row and stored from there to column 0, only when it is not
   // empty (a run-time if: the blocks whose start is negative and not on a block boundary).
-  // The rows a copy out's UB side skips (the window's rows before row 0). A checked copy out is issued also when
-  // it moves no row (select_move_calls): a one-row window whose row lies before row 0 then moves nothing, and a
-  // UB row pitch that is not whole 32 B blocks (a 1 x 5 int8 tile) would put the empty call's UB address off its
-  // 32 B block. Such a window's UB side stays at its row (skip_rows > 0 only when nothing moves).
-  Expr ub_skip_rows(const GmWindow& g, int64_t pitch_bytes, const WindowCheck& wc) const {
-    return wc.param >= 0 && pitch_bytes % 32 && g.total_rows() == 1 ? C(0) : g.skip_rows;
-  }
   StmtPtr store_before_column_0(const ir::CopyNode* n, const Window& w, const Span& sp) {
     ir::DType dt = n->dst.buffer->dtype;
     int64_t b = dt.bytes(), blk = 32 / b;
@@ -1559,7 +1559,7 @@ class Lowerer {
     // check runs. Its UB side then starts at the window's last 32 B block (a may point past the window; a is that
     // block or before it whenever rest > 0).
     const bool checked = wc.param >= 0;
-    const Expr ub_col = checked ? simp(min(a, C((w.cols - 1) / blk * blk))) : a;
+    const Expr ub_col = checked ? simp(min(a, C((g.cols - 1) / blk * blk))) : a;  // (g.cols: the UB run's)
     const Expr skip_rows = ub_skip_rows(g, ub_stride * b, wc);
     return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
       Expr first = add(row, g.skip_rows);  // the tile row of the first row stored
