@@ -154,35 +154,16 @@ def test_the_empty_copy_out_is_printed():
     assert not before.strip().startswith("if ("), before
 
 
-def inplace(form, dtype):
-    """`if x[j] > 2: Y[0, j + n] = Y[0, j + n]` (form "same") or `... = Y[0, j + n] + z[j]` with z == 0 ("add"): the
-    in-place map stores the value it read unchanged (X = 1 .. 8, Y of 2 x 8)."""
-    @T.prim_func
-    def k(X: T.Tensor((8,), dtype), N: T.Tensor((1,), "int32"), Y: T.Tensor((2, 8), dtype)):
-        with T.Kernel(1) as bx:
-            x = T.alloc_fragment((8,), dtype)
-            z = T.alloc_fragment((8,), dtype)
-            T.copy(X, x)
-            T.clear(z)
-            n = N[0]
-            for j in T.Parallel(8):
-                if x[j] > 2:
-                    if form == "same":
-                        Y[0, j + n] = Y[0, j + n]
-                    else:
-                        Y[0, j + n] = Y[0, j + n] + z[j]
-    return k
-
-
 @pytest.mark.parametrize("dtype, n", [("float16", -1), ("float16", -2), ("float32", -2), ("bfloat16", -2)])
 def test_a_tile_copied_onto_itself_keeps_the_preload(dtype, n):
-    """F4 (a false report): the folded `where(c, t[j], t[j])` of a float16 row (16 B) was an `x * 1` that cleared the
-    preload state, so the window's elements before column 0, which the condition skips (x = 1, 2), were reported as
-    stored; the self copy is now no instruction. cpu runs it clean (the elements it reads are inside)."""
+    """test_bounds38_s38's form "same" (`if x[j] > 2: Y[0, j + n] = Y[0, j + n]`). F4 (a false report): the folded
+    `where(c, t[j], t[j])` of a float16 row (16 B) was an `x * 1` that cleared the preload state, so the window's
+    elements before column 0, which the condition skips (x = 1, 2), were reported as stored; the self copy is now no
+    instruction. cpu runs it clean (the elements it reads are inside)."""
     t = tw.testing.np_dtype(dtype)
     y = (np.arange(16).reshape(2, 8) - 5).astype(t)
     want = y.copy()
-    k = tw.compile(inplace("same", dtype), target=TARGET)
+    k = tw.compile(B38.make("same", dtype), target=TARGET)
     assert k.profile(np.arange(1, 9).astype(t), np.array([n], np.int32), y)["reports"] == []
     assert y.tolist() == want.tolist() and "Muls(" not in k.get_source()
 
@@ -191,5 +172,5 @@ def test_a_tile_copied_onto_itself_keeps_the_preload(dtype, n):
                                        "preloaded one by arithmetic (+ 0) passes the checker's by-value rule")
 def test_inplace_store_of_the_read_value_past_the_tensor_is_reported():
     args = [np.arange(1, 9).astype(np.int32), np.array([3], np.int32), np.zeros((2, 8), np.int32)]
-    reports = tw.compile(inplace("add", "int32"), target=TARGET).profile(*args)["reports"]
+    reports = tw.compile(B38.make("add", "int32"), target=TARGET).profile(*args)["reports"]
     assert any("index 8 of dimension 1 of tensor Y" in r for r in reports), reports
