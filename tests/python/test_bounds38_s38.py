@@ -28,7 +28,8 @@ def make(form, dtype="float32"):
     lower: `if j + n >= 0` (a lower bound); both: `if j + n >= 0 and j + n < 8` (right); else: the store in
     the else branch of `if x[j] < 4`; nested: `if x[j] > 2:` then `if j + n < 9` (off by one); inplace:
     `Y[0, j + n] = Y[0, j + n] * 2` under `if x[j] > 2` (float16 computes it in float32: the preload cast up and
-    back); row: Y[n, j] under `if x[j] > 2` (a run-time row)."""
+    back); row: Y[n, j] under `if x[j] > 2` (a run-time row); same / add: `Y[0, j + n] = Y[0, j + n]` / `... + z[j]`
+    under `if x[j] > 2`."""
     @T.prim_func
     def k(X: T.Tensor((8,), dtype), N: T.Tensor((1,), "int32"), Y: T.Tensor((2, 8), dtype)):
         with T.Kernel(1) as bx:
@@ -65,6 +66,12 @@ def make(form, dtype="float32"):
                 elif form == "inplace":
                     if x[j] > 2:
                         Y[0, j + n] = Y[0, j + n] * 2
+                elif form == "same":  # the value read, stored unchanged (test_bounds40_s40)
+                    if x[j] > 2:
+                        Y[0, j + n] = Y[0, j + n]
+                elif form == "add":  # the value read plus z == 0 (test_bounds40_s40)
+                    if x[j] > 2:
+                        Y[0, j + n] = Y[0, j + n] + z[j]
                 else:  # row
                     if x[j] > 2:
                         Y[n, j] = x[j]

@@ -1368,8 +1368,9 @@ class Lowerer {
       int64_t ub_stride = ub_row_stride(w, g, n, sp);
       int64_t b = dt.bytes();
       const WindowCheck wc = store_check(n, sp);
+      const Expr skip_rows = ub_skip_rows(g, ub_stride * b, wc);
       return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
-        return emit(CopyUbToGm{local(w, add(mul(add(row, g.skip_rows), C(ub_stride * b)), mul(g.skip_cols, C(b)))),
+        return emit(CopyUbToGm{local(w, add(mul(add(row, skip_rows), C(ub_stride * b)), mul(g.skip_cols, C(b)))),
                                GmRef{g.param, add(g.offset, gm)},
                                dt, g.valid_rows, mul(g.valid_cols, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)),
                                n->atomic, wc},
@@ -1517,6 +1518,13 @@ class Lowerer {
 
   // Cube-side GM copies move one 2-D window: outer window dims that do not merge into its rows
   // would need one Nd2Nz / Fixpipe per index into a part of the Nz matrix (not done yet).
+  // The rows a copy out's UB side skips (the window's rows before row 0). A checked copy out is issued also when
+  // it moves no row (select_move_calls): a one-row window whose row lies before row 0 then moves nothing, and a
+  // UB row pitch that is not whole 32 B blocks (a 1 x 5 int8 tile) would put the empty call's UB address off its
+  // 32 B block. Such a window's UB side stays at its row (skip_rows > 0 only when nothing moves).
+  Expr ub_skip_rows(const GmWindow& g, int64_t pitch_bytes, const WindowCheck& wc) const {
+    return wc.param >= 0 && pitch_bytes % 32 && g.total_rows() == 1 ? C(0) : g.skip_rows;
+  }
   // A UB -> GM copy whose first column may lie before column 0 of the tensor at a start that is not
   // a provable multiple of the 32 B block (T.copy(t, Y[r, bx * 8 - 3]) in float32). The UB side of
   // DataCopyPad starts on a 32 B block, so the skipped columns cannot simply be stepped over: with
@@ -1546,9 +1554,16 @@ class Lowerer {
     }
     int scratch = it->second;
     const WindowCheck wc = store_check(n, sp);  // on both stores
+    // A checked copy out runs also when it stores nothing (a window wholly past the row's columns or before
+    // column 0: head and rest both 0), its blockLen 0 (a NOP, docs/ascend.md "Empty counts"), so its window's
+    // check runs. Its UB side then starts at the window's last 32 B block (a may point past the window; a is that
+    // block or before it whenever rest > 0).
+    const bool checked = wc.param >= 0;
+    const Expr ub_col = checked ? simp(min(a, C((g.cols - 1) / blk * blk))) : a;  // (g.cols: the UB run's)
+    const Expr skip_rows = ub_skip_rows(g, ub_stride * b, wc);
     return per_outer(g, dt, sp, [&](const Expr& gm, const Expr& row) {
       Expr first = add(row, g.skip_rows);  // the tile row of the first row stored
-      StmtPtr main = emit(CopyUbToGm{local(w, add(mul(first, C(ub_stride * b)), mul(a, C(b)))),
+      StmtPtr main = emit(CopyUbToGm{local(w, add(mul(add(row, skip_rows), C(ub_stride * b)), mul(ub_col, C(b)))),
                                      GmRef{g.param, add(add(g.offset, gm), mul(head, C(b)))}, dt, g.valid_rows,
                                      mul(rest, C(b)), C(ub_stride * b), mul(g.row_stride, C(b)), n->atomic, wc},
                           sp);
@@ -1573,8 +1588,10 @@ class Lowerer {
       if (!auto_sync_) body.push_back(emit(PipeBarrier{Pipe::ALL}, sp));
       StmtPtr h = if_(simp(ir::binary(ir::BinOp::GT, head, C(0))), seq(std::move(body), sp), nullptr, sp);
       // the rest may be empty (a window that ends before the next block boundary): its UB side then
-      // points past the window
-      return seq({h, if_(simp(ir::binary(ir::BinOp::GT, rest, C(0))), main, nullptr, sp)}, sp);
+      // points past the window (not a checked copy's: above)
+      Expr run = simp(ir::binary(ir::BinOp::GT, rest, C(0)));
+      if (checked) run = simp(ir::binary(ir::BinOp::Or, run, ir::binary(ir::BinOp::EQ, head, C(0))));
+      return seq({h, if_(run, main, nullptr, sp)}, sp);
     });
   }
   std::unordered_map<const ir::CopyNode*, int> head_scratch_;  // store_before_column_0's scratch tiles
@@ -2527,6 +2544,11 @@ class Lowerer {
       auto a = full(v);
       if (!a) fail("a copy whose source is not indexed like the destination");
       VecOperand src = *a;
+      // a tile copied onto itself (`t[j] = t[j]`: a map's `where(c, t[j], t[j])` folded) moves nothing; as x * 1 it
+      // cleared the checker's preload state of a row under 32 B (bounds40 F4: a false report)
+      if (src.at.buffer == dst.at.buffer && ir::structural_equal(src.at.offset, dst.at.offset) &&
+          ir::structural_equal(src.row_stride, dst.row_stride))
+        return seq({}, sp);
       auto [r, c] = shape_of({&dst, &src});
       int64_t b = t.bytes();
       auto rc = ir::as_const_int(r), cc = ir::as_const_int(c), ss = ir::as_const_int(src.row_stride);

@@ -215,11 +215,9 @@ class Selector {
   StmtPtr select(const CopyUbToGm& c, const StmtPtr& s) {
     if (StmtPtr parts = in_parts(c, s)) return parts;
     const char* call = "DataCopyExtParams";
-    // unguarded: the window's check runs whatever the count; a preload pair's (WindowCheck::preload: its map may
-    // store nothing outside) only where the rows it skips keep the UB address on a 32 B block (else the empty
-    // call's address would be reported misaligned for a right kernel)
-    auto pitch = ir::as_const_int(c.src_stride);
-    const bool issued = c.window.param >= 0 && (!c.window.preload || (pitch && *pitch % 32 == 0));
+    // unguarded: the window's check runs whatever the count (select_instructions keeps the UB address of a call
+    // that moves no row on its 32 B block: ub_skip_rows)
+    const bool issued = c.window.param >= 0;
     auto* m = c.n_rows->kind == ir::ExprKind::Binary ? ir::as<ir::BinaryNode>(c.n_rows) : nullptr;
     const bool clamped = m && m->op == BinOp::Max && ir::as_const_int(m->b) == 0;  // gm_window's max(.., 0)
     const Expr rows = issued && !clamped ? simp(ir::binary(BinOp::Max, c.n_rows, C(0))) : c.n_rows;
