@@ -2,11 +2,13 @@
 #include "target/ascend/expand_math.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <set>
 #include <vector>
 
 #include "ir/functor.h"
+#include "target/ascend/pass_util.h"
 #include "target/ascend/vector_util.h"
 
 namespace tw::ascend {
@@ -147,11 +149,74 @@ struct Expander : ir::Mutator {
   using ir::Mutator::mutate;
 };
 
+// An element store outside a map whose value needs a math function the scalar unit lacks
+// (`tot[0] = T.sqrt(tot[0])`, `s[0] = T.sin(s[0])`): a one-element map (the last index of the store and of
+// every UB tile element it reads + v, v in [0, 1)) when every one of those elements has a constant place
+// at the start of a 32 B block (vector operands start there), expanded below as any map (hunt40 F1: it was
+// made in legalize_vector, after this pass, so every call without an instruction was "not supported on
+// Ascend vector units yet"); nullptr otherwise (the store stays an element store: select_instructions
+// reports the math function).
+ir::Stmt element_map(const ir::StoreNode* st, vec::Names& names) {
+  if (st->buffer->scope != ir::Scope::UB) return nullptr;
+  bool call = false;
+  auto each = [](const Expr& e, const std::function<void(const Expr&)>& f) {
+    ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), f);
+  };
+  each(st->value, [&](const Expr& x) { call |= x->kind == ir::ExprKind::Call; });
+  if (!call) return nullptr;
+  auto aligned = [](const ir::Buffer& b, const std::vector<Expr>& idx) {
+    auto shape = b->const_shape();
+    if (!shape || idx.empty()) return false;
+    int64_t numel = 1;
+    for (auto d : *shape) numel *= d;
+    int64_t cols = shape->back(), es = b->dtype.bytes();
+    int64_t pcols = cols && numel / cols > 1 ? round_up(cols, 32 / es) : cols;  // UB geometry (select_instructions)
+    int64_t off = 0, stride = 1;
+    for (size_t d = idx.size(); d-- > 0;) {
+      auto c = ir::as_const_int(idx[d]);
+      if (!c) return false;
+      off += *c * stride;
+      stride *= d + 1 == idx.size() ? pcols : (*shape)[d];
+    }
+    return off * es % 32 == 0;
+  };
+  bool ok = aligned(st->buffer, st->indices);
+  each(st->value, [&](const Expr& x) {
+    if (x->kind != ir::ExprKind::Load) return;
+    auto* l = as<ir::LoadNode>(x);
+    if (l->buffer->scope == ir::Scope::UB) ok &= aligned(l->buffer, l->indices);
+    else ok = false;  // a GM element: read by the scalar unit, not a map operand here
+  });
+  if (!ok) return nullptr;
+  const Span& sp = st->span;
+  ir::Var v = names.fresh_var("e", sp);
+  auto shift = [&](std::vector<Expr> idx) {
+    idx.back() = ir::binary(ir::BinOp::Add, idx.back(), v, sp);
+    return idx;
+  };
+  struct Shift : ir::Mutator {
+    std::function<std::vector<Expr>(std::vector<Expr>)> f;
+    using ir::Mutator::mutate;
+    Expr mutate(const Expr& x) override {
+      if (x->kind != ir::ExprKind::Load) return ir::Mutator::mutate(x);
+      auto* l = as<ir::LoadNode>(x);
+      return std::make_shared<ir::LoadNode>(l->buffer, f(l->indices), x->dtype, x->span);
+    }
+  } m;
+  m.f = shift;
+  ir::Stmt body = std::make_shared<ir::StoreNode>(st->buffer, shift(st->indices), m.mutate(st->value), sp);
+  return vec::pfor(v, 1, body, sp);
+}
+
 }  // namespace
 
 ir::Kernel expand_math(const ir::Kernel& kernel, const target::Target& target) {
   (void)target;
-  ir::Stmt body = vec::rewrite_stmts(kernel->body, [&](const ir::Stmt& s) -> std::optional<std::vector<ir::Stmt>> {
+  vec::Names names(kernel);
+  ir::Stmt body = vec::rewrite_stmts(kernel->body, [&](const ir::Stmt& s0) -> std::optional<std::vector<ir::Stmt>> {
+    ir::Stmt s = s0;
+    if (s->kind == ir::StmtKind::Store)
+      if (ir::Stmt m = element_map(as<ir::StoreNode>(s), names)) s = m;
     if (s->kind != ir::StmtKind::For || as<ir::ForNode>(s)->for_kind != ir::ForKind::parallel) return std::nullopt;
     // a map over more than 2 dims (an N-D tile): legalize_vector runs its leading loops serially around the
     // 2-D map of the last two (rewrite_map), so that map is the vector code (port37 F1: T.rsqrt / T.silu in a

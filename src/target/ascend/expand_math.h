@@ -1,8 +1,10 @@
 // expand_math: Tile IR pass of the automatic Ascend pipeline (see pipeline.cpp), before
 // legalize_vector (after fold_exp2_scale, whose pattern reads exp2).
 //
-// Math without a vector instruction, in the T.Parallel maps legalize_vector lowers, written with
-// the functions that have one (fp32 error bounds measured in tests/cpp/test_legalize_vector.cpp):
+// An element store outside a map whose value calls a math function (`s[0] = T.sin(s[0])`: the scalar unit
+// has none) becomes a one-element map when its elements start 32 B blocks (element_map; else it stays, and
+// select_instructions reports the function at its line). Math without a vector instruction, in the
+// T.Parallel maps legalize_vector lowers (those included), written with the functions that have one (fp32 error bounds measured in tests/cpp/test_legalize_vector.cpp):
 //    exp2(x) = exp(x * ln2)          rel error <= |x| * 2^-24 + 1 ulp (from rounding x * ln2)
 //    log2(x) = ln(x) * (1 / ln2)     1 ulp more than Ln
 //    rsqrt(x) = 1 / sqrt(x)          (AscendC Rsqrt and Reciprocal miss 1e-4 / 1e-3 relative error

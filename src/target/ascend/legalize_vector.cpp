@@ -824,60 +824,6 @@ class Legalizer {
     return r;
   }
 
-  // An element store outside a map whose value needs a math function the scalar unit lacks
-  // (`tot[0] = T.sqrt(tot[0])`): a one-element map (the last index of the store and of every UB
-  // tile element it reads + v, v in [0, 1)) when every one of those elements has a constant place
-  // at the start of a 32 B block (vector operands start there); nullptr otherwise (the store stays
-  // an element store: select_instructions reports the math function).
-  Stmt element_map(const ir::StoreNode* st) {
-    if (st->buffer->scope != Scope::UB) return nullptr;
-    bool call = false;
-    for_each_subexpr(st->value, [&](const Expr& x) { call |= x->kind == ir::ExprKind::Call; });
-    if (!call) return nullptr;
-    auto aligned = [](const ir::Buffer& b, const std::vector<Expr>& idx) {
-      auto shape = b->const_shape();
-      if (!shape || idx.empty()) return false;
-      int64_t numel = 1;
-      for (auto d : *shape) numel *= d;
-      int64_t cols = shape->back(), es = b->dtype.bytes();
-      int64_t pcols = cols && numel / cols > 1 ? round_up(cols, 32 / es) : cols;  // UB geometry (select_instructions)
-      int64_t off = 0, stride = 1;
-      for (size_t d = idx.size(); d-- > 0;) {
-        auto c = ir::as_const_int(idx[d]);
-        if (!c) return false;
-        off += *c * stride;
-        stride *= d + 1 == idx.size() ? pcols : (*shape)[d];
-      }
-      return off * es % 32 == 0;
-    };
-    bool ok = aligned(st->buffer, st->indices);
-    for_each_subexpr(st->value, [&](const Expr& x) {
-      if (x->kind != ir::ExprKind::Load) return;
-      auto* l = as<ir::LoadNode>(x);
-      if (l->buffer->scope == Scope::UB) ok &= aligned(l->buffer, l->indices);
-      else ok = false;  // a GM element: read by the scalar unit, not a map operand here
-    });
-    if (!ok) return nullptr;
-    const Span& sp = st->span;
-    Var v = fresh_var("e", sp);
-    auto shift = [&](std::vector<Expr> idx) {
-      idx.back() = ir::binary(ir::BinOp::Add, idx.back(), v, sp);
-      return idx;
-    };
-    struct Shift : ir::Mutator {
-      std::function<std::vector<Expr>(std::vector<Expr>)> f;
-      using ir::Mutator::mutate;
-      Expr mutate(const Expr& x) override {
-        if (x->kind != ir::ExprKind::Load) return ir::Mutator::mutate(x);
-        auto* l = as<ir::LoadNode>(x);
-        return std::make_shared<ir::LoadNode>(l->buffer, f(l->indices), x->dtype, x->span);
-      }
-    } m;
-    m.f = shift;
-    Stmt body = std::make_shared<ir::StoreNode>(st->buffer, shift(st->indices), m.mutate(st->value), sp);
-    return pfor(v, 1, body, sp);
-  }
-
   std::vector<Stmt> visit(const Stmt& s) {
     const Span& sp = s->span;
     switch (s->kind) {
@@ -906,9 +852,8 @@ class Legalizer {
         return {std::make_shared<ir::CoreScopeNode>(n->core, b, sp)};
       }
       case ir::StmtKind::Reduce: return rewrite_reduce(as<ir::ReduceNode>(s), s);
-      case ir::StmtKind::Store:
-        if (Stmt m = element_map(as<ir::StoreNode>(s))) return rewrite_map(m);
-        return {s};  // an element store on the scalar unit (select_instructions' ScalarStore)
+      case ir::StmtKind::Store:  // an element store on the scalar unit (select_instructions' ScalarStore; one whose
+        return {s};                // math a one-element map computes is one since expand_math: element_map)
       case ir::StmtKind::Seq: case ir::StmtKind::Alloc: case ir::StmtKind::Copy:
       case ir::StmtKind::Gemm: case ir::StmtKind::Fill: case ir::StmtKind::Sync:
         return {s};  // (Seqs are flattened by append; copies and fills: convert_copies, expand_int8_fill)

@@ -16,8 +16,8 @@
 //        for i in T.Parallel(1): t[i] = T.exp(t[i])
 //    and the statement reads t[0] (a GetValue after the V -> S flag insert_sync places), cast back
 //    to the call's dtype. Lowered in front of the statement that uses the value: a T.Parallel map, a
-//    let, an element store (a call of no element: t[k] = f(t[j]) stays select_instructions' one-element
-//    vector instruction, or its located error), a fill or an if (its condition); a call elsewhere (a loop's extent) and
+//    let, an element store (a call of no element: t[k] = f(t[j]) stays expand_math's one-element map
+//    (one vector instruction), or select_instructions' located error), a fill or an if (its condition); a call elsewhere (a loop's extent) and
 //    every call in an expert-mode kernel stays, and verify_program reports it at its line with the
 //    hint of this form (scalar_math_hint).
 // A call of a row's value in a map over more than two dims (T.rsqrt(r[i] / n + eps) over i, g, c: it uses,
