@@ -7,6 +7,7 @@
 #include "ir/functor.h"
 #include "target/ascend/core_split.h"
 #include "target/ascend/pass_util.h"
+#include "target/ascend/skew_cube_loops.h"
 
 namespace tw::ascend {
 
@@ -45,14 +46,34 @@ bool meet(const std::unordered_set<std::string>& x, const std::unordered_set<std
   return false;
 }
 
+// Whether every statement of the Cube body `cube` that sets one of ids is in a Cube loop
+// skew_cube_loops skewed.
+bool set_in_skewed_loops(const Stmt& cube, const std::unordered_set<int>& ids) {
+  if (!cube) return true;
+  if (cube->kind == StmtKind::Seq) {
+    for (const auto& c : ir::as<ir::SeqNode>(cube)->body)
+      if (!set_in_skewed_loops(c, ids)) return false;
+    return true;
+  }
+  bool sets = false;
+  ir::for_each_stmt(cube, [&](const Stmt& x) {
+    if (x->kind != StmtKind::Sync) return;
+    auto* y = ir::as<ir::SyncNode>(x);
+    auto id = ir::as_const_int(y->id);
+    sets |= y->sync == ir::SyncKind::set_cross_flag && id && ids.count(static_cast<int>(*id));
+  });
+  return !sets || skewed_cube_loop(cube);
+}
+
 // sent: the ids the vector code sets for Vector -> Cube hand-offs; c2v: the ids it waits on for
-// Cube -> Vector hand-offs. New tiles are appended to allocs.
+// Cube -> Vector hand-offs. New tiles are appended to allocs. cube: the Cube scope's body after
+// skew_cube_loops, or nullptr to ask whether the loop rotates once its Cube loops are skewed.
 Stmt rotate(const Stmt& s, const std::unordered_set<int>& sent_ids, const std::unordered_set<int>& c2v,
-            std::vector<Stmt>& allocs) {
+            std::vector<Stmt>& allocs, const Stmt& cube) {
   if (!s) return s;
   if (s->kind == StmtKind::Seq) {
     std::vector<Stmt> out;
-    for (const auto& c : ir::as<ir::SeqNode>(s)->body) out.push_back(rotate(c, sent_ids, c2v, allocs));
+    for (const auto& c : ir::as<ir::SeqNode>(s)->body) out.push_back(rotate(c, sent_ids, c2v, allocs, cube));
     return std::make_shared<ir::SeqNode>(std::move(out), s->span);
   }
   if (s->kind != StmtKind::For || is_map(s)) return s;
@@ -100,6 +121,14 @@ Stmt rotate(const Stmt& s, const std::unordered_set<int>& sent_ids, const std::u
   for (const auto& x : B)
     ir::for_each_expr(x, [&](const Expr& e) { uses_a |= e->kind == ir::ExprKind::Var && a_defs.count(ir::as<ir::VarNode>(e)); });
   if (uses_a) return s;
+  // A head that waits for a Cube tile (S_j) needs the Cube loop producing it skewed: B(j - L)
+  // frees the slot of the Cube's result (P V) only after A(j) read S_j, which an unskewed Cube
+  // loop writes after P V(j - 1), whose slot waits for B(j - 3): a deadlock from the fourth
+  // iteration (deadlock40: a vector-written Q handed off in the loop keeps the Cube unskewed).
+  std::unordered_set<int> a_waits;
+  for (int id : cross_flag_ids(ir_seq(A, s->span), ir::SyncKind::wait_cross_flag, ir::AscendPipe::MTE2))
+    if (c2v.count(id)) a_waits.insert(id);
+  if (!a_waits.empty() && !set_in_skewed_loops(cube, a_waits)) return s;
   // Tiles A writes and B reads: B(j - L) runs after A(j), so it reads A(j - L)'s value from the
   // last of a chain of copies.
   std::unordered_map<std::string, Buffer> prev;
@@ -173,7 +202,7 @@ bool hand_offs_rotate(const Stmt& s, const std::unordered_set<int>& ids, const s
   for (int id : cross_flag_ids(s, ir::SyncKind::wait_cross_flag, ir::AscendPipe::MTE2)) waits |= c2v.count(id) > 0;
   if (!waits) return true;
   std::vector<Stmt> scratch;
-  return s->kind == StmtKind::For && !is_map(s) && rotate(s, sent_ids, c2v, scratch) != s;
+  return s->kind == StmtKind::For && !is_map(s) && rotate(s, sent_ids, c2v, scratch, nullptr) != s;
 }
 
 }  // namespace
@@ -184,9 +213,11 @@ bool vector_hand_offs_rotate(const ir::Stmt& vbody, const std::unordered_set<int
 }
 
 ir::Kernel rotate_vector_loops(const ir::Kernel& kernel, const target::Target&) {
-  return rewrite_core_scope(kernel, ir::CoreKind::V, [](const ir::Stmt& body, std::vector<ir::Stmt>& allocs) {
+  ir::Stmt cbody;
+  rewrite_core_scope(kernel, ir::CoreKind::C, [&](const ir::Stmt& body, std::vector<ir::Stmt>&) { return cbody = body; });
+  return rewrite_core_scope(kernel, ir::CoreKind::V, [&](const ir::Stmt& body, std::vector<ir::Stmt>& allocs) {
     return rotate(body, cross_flag_ids(body, ir::SyncKind::set_cross_flag, ir::AscendPipe::MTE3),
-                  cross_flag_ids(body, ir::SyncKind::wait_cross_flag, ir::AscendPipe::MTE2), allocs);
+                  cross_flag_ids(body, ir::SyncKind::wait_cross_flag, ir::AscendPipe::MTE2), allocs, cbody);
   });
 }
 

@@ -14,7 +14,10 @@
 // The hand-off to the Cube is a `set_cross_flag` on MTE3 in the vector scope, the wait for the
 // Cube a `wait_cross_flag` on MTE2 (split_cube_vector.h, 3.). Only the loops directly in the
 // vector scope (or in Seqs of it) are considered. Not applied when B writes what A reads or
-// writes, when B uses a variable A defines, or when a tile A writes and B reads is not in UB.
+// writes, when B uses a variable A defines, when a tile A writes and B reads is not in UB, or
+// when A waits for a Cube tile set in a Cube loop that skew_cube_loops did not skew
+// (skewed_cube_loop): B(j - L) frees the slot of P V(j - 2) only after A(j + 1) read S(j + 1),
+// which an unskewed Cube loop writes after P V(j): a deadlock (deadlock40).
 // Kernels that were not split (no `scope V` at the top level) are returned unchanged.
 #pragma once
 

@@ -175,6 +175,21 @@ Stmt skew(const Stmt& s, const std::unordered_set<int>& v2c, const Stmt& vbody) 
 
 }  // namespace
 
+bool skewed_cube_loop(const ir::Stmt& s) {
+  if (!s || s->kind != ir::StmtKind::For || is_map(s)) return false;
+  auto* f = ir::as<ir::ForNode>(s);
+  if (f->body->kind != ir::StmtKind::Seq) return false;
+  const auto& body = ir::as<ir::SeqNode>(f->body)->body;
+  auto guard = [&](const ir::Stmt& x, ir::BinOp op) {
+    if (x->kind != ir::StmtKind::If || ir::as<ir::IfNode>(x)->else_body) return false;
+    const ir::Expr& c = ir::as<ir::IfNode>(x)->cond;
+    if (c->kind != ir::ExprKind::Binary) return false;
+    auto* b = ir::as<ir::BinaryNode>(c);
+    return b->op == op && b->a->kind == ir::ExprKind::Var && ir::as<ir::VarNode>(b->a) == f->var.get();
+  };
+  return body.size() == 2 && guard(body[0], ir::BinOp::LT) && guard(body[1], ir::BinOp::GE);
+}
+
 ir::Kernel skew_cube_loops(const ir::Kernel& kernel, const target::Target&) {
   ir::Stmt vbody;
   rewrite_core_scope(kernel, ir::CoreKind::V, [&](const ir::Stmt& body, std::vector<ir::Stmt>&) { return vbody = body; });

@@ -29,4 +29,9 @@ inline constexpr int64_t kCubeLag = 3;  // A(j) runs kCubeLag iterations ahead o
 
 ir::Kernel skew_cube_loops(const ir::Kernel& kernel, const target::Target& target);
 
+// Whether the Cube loop s has the form skew_cube_loops gives a loop it skews:
+//   for j in [min, ..): if j < end: A(j); if j >= min + kCubeLag: B(j - kCubeLag).
+// rotate_vector_loops asks it of the Cube loops a vector loop waits for (see its header).
+bool skewed_cube_loop(const ir::Stmt& s);
+
 }  // namespace tw::ascend
