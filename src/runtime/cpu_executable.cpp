@@ -213,6 +213,7 @@ class CpuExecutable final : public Executable {
       const auto w = transform::globals_written(kernel_);
       for (const auto& p : kernel_->params) written_.push_back(p.buffer && w.count(p.buffer.get()) > 0);
     }
+    if (checked_) add_check_ = static_cast<tw_cpu::AddCheck*>(lib_.try_symbol(symbol + "__add_check"));
     grid_ = lib_.function<tw_grid_fn>(symbol + "__grid");
     block_ = lib_.function<tw_block_fn>(symbol + "__block");
     ++g_loaded_kernels;
@@ -229,7 +230,8 @@ class CpuExecutable final : public Executable {
 
   void launch(const std::vector<Arg>& inputs, const std::vector<void*>& outputs,
               const Binding& binding) const override {
-    if (checked_) launch_cpu_checked({grid_, block_, tile_bytes_}, signature(), inputs, outputs, binding, written_);
+    if (checked_)
+      launch_cpu_checked({grid_, block_, tile_bytes_, add_check_}, signature(), inputs, outputs, binding, written_);
     else launch_cpu({grid_, block_, tile_bytes_}, signature(), inputs, outputs, binding);
   }
 
@@ -244,6 +246,7 @@ class CpuExecutable final : public Executable {
   // compiled in checked mode (TW_BOUNDS_CHECK=1: the code is; lower_cpu read the same switch)
   const bool checked_ = support::env().bounds_check;
   std::vector<bool> written_;  // checked: per parameter, whether the kernel writes it
+  tw_cpu::AddCheck* add_check_ = nullptr;  // checked, with T.atomic_add into an out_idx output
 };
 
 // What every CPU cache key covers besides the code: version, ABI, compiler, flags (with the

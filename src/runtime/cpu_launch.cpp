@@ -312,10 +312,16 @@ void launch_cpu_checked(const CpuEntry& entry, const Signature& sig, const std::
     auto* base = static_cast<uint8_t*>(t.data) + lo * es;
     saved.emplace_back(base, std::vector<uint8_t>(base, base + (hi - lo) * es));
   }
-  fill(0xA5);
-  launch_cpu(entry, sig, inputs, outputs, binding);
+  tw_cpu::AddCheck* add = entry.add_check;
+  auto run = [&](uint8_t byte) {  // a launch with the outputs filled with `byte`, its adds checking for it
+    fill(byte);
+    if (add) *add = tw_cpu::AddCheck{byte, 0, 0, 0, nullptr, 0};
+    launch_cpu(entry, sig, inputs, outputs, binding);
+  };
+  run(0xA5);
+  const bool add_candidate = add && add->hit;  // an add into a filled element (or onto a value of those bytes)
   std::vector<std::vector<bool>> candidate(nout);
-  bool any = false;
+  bool any = add_candidate;
   for (size_t o = 0; o < nout; ++o) {
     candidate[o].resize(static_cast<size_t>(std::max<int64_t>(numel[o], 0)));
     for (int64_t e = 0; e < numel[o]; ++e)
@@ -323,8 +329,20 @@ void launch_cpu_checked(const CpuEntry& entry, const Signature& sig, const std::
   }
   if (!any) return;
   for (auto& [base, bytes] : saved) std::memcpy(base, bytes.data(), bytes.size());
-  fill(0x5A);
-  launch_cpu(entry, sig, inputs, outputs, binding);
+  run(0x5A);
+  if (add_candidate && add->hit) {  // an element held both fills when an add reached it: nothing wrote it
+    const tw_cpu::AddCheck hit = *add;
+    for (size_t o = 0, p = 0; o < nout; ++o, ++p) {
+      while (p < sig.params.size() && !sig.params[p].is_output) ++p;
+      const auto* base = static_cast<const uint8_t*>(outputs[o]);
+      const int64_t es = binding.outputs[o].dtype.bytes(), at = static_cast<const uint8_t*>(hit.at) - base;
+      if (at < 0 || at >= numel[o] * es) continue;
+      const UnwrittenText t = unwritten_add(p < sig.params.size() ? sig.params[p].name : "?", binding.outputs[o].shape,
+                                            at / es, hit.count);
+      throw ir::Error("unwritten output: " + t.message, hit.line > 0 ? ir::Span{sig.span.file, hit.line, hit.col} : sig.span,
+                      t.hint);
+    }
+  }
   for (size_t o = 0, p = 0; o < nout; ++o, ++p) {
     while (p < sig.params.size() && !sig.params[p].is_output) ++p;
     int64_t first = -1, count = 0;

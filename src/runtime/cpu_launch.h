@@ -8,6 +8,10 @@
 #include "tilewright/signature.h"
 #include "tw_cpu/abi.h"
 
+namespace tw_cpu {
+struct AddCheck;  // tw_cpu/check.h
+}
+
 namespace tw::runtime {
 
 // The entry points of one kernel in a loaded library.
@@ -15,6 +19,8 @@ struct CpuEntry {
   tw_grid_fn grid = nullptr;
   tw_block_fn block = nullptr;
   int64_t tile_bytes = 0;  // stack bytes the tiles of one block need (upper bound)
+  // checked kernels that T.atomic_add into an out_idx output: their tw_add_check (launch_cpu_checked)
+  tw_cpu::AddCheck* add_check = nullptr;
 };
 
 // Runs every block of the kernel. `inputs` must have been checked by tw::bind (which gave
@@ -37,7 +43,10 @@ void launch_cpu(const CpuEntry& entry, const Signature& sig, const std::vector<A
 // output order, is thrown as an ir::Error at the kernel's line: runtime/unwritten.h). Before the
 // second launch the inputs the kernel writes (written[i]: parameter i, in place or by
 // T.atomic_add) get back the bytes they held before the first, so the launches' effects are one
-// launch's. Unchecked launches neither fill nor scan.
+// launch's. A T.atomic_add into an element that still holds the fill (entry.add_check: the add
+// onto memory nothing wrote) makes a candidate too, confirmed when an add of the second launch
+// finds its fill, and is thrown first, at the add's line, in the simulator's words
+// (runtime/unwritten.h unwritten_add). Unchecked launches neither fill nor scan.
 void launch_cpu_checked(const CpuEntry& entry, const Signature& sig, const std::vector<Arg>& inputs,
                         const std::vector<void*>& outputs, const Binding& binding, const std::vector<bool>& written);
 

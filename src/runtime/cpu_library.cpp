@@ -60,8 +60,8 @@ std::string library_source(const std::vector<Signature>& sigs, const std::vector
     // The kernel's own code: its headers are already included above (#pragma once), so the
     // namespace holds only its definitions; the macros give its extern "C" functions our names.
     o += "#define tw_abi_version " + sym + "__abi_version\n#define tw_grid " + sym + "__grid\n#define tw_block " +
-         sym + "__block\nnamespace " + ns + " {\n" + sources[k] +
-         "}  // namespace " + ns + "\n#undef tw_abi_version\n#undef tw_grid\n#undef tw_block\n\n";
+         sym + "__block\n#define tw_add_check " + sym + "__add_check\nnamespace " + ns + " {\n" + sources[k] +
+         "}  // namespace " + ns + "\n#undef tw_abi_version\n#undef tw_grid\n#undef tw_block\n#undef tw_add_check\n\n";
     // Its typed entry point: the argument block, the grid, every block (serially or via tw_pf). A
     // run-time check of the kernel (tw_cpu/check.h) that fails in a block is caught there: C frames
     // (the caller's, tw_pf's) are never unwound through (session 23, h-hunt11b F20); the entry returns

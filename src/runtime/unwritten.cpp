@@ -31,4 +31,15 @@ UnwrittenText unwritten_output(const std::string& kernel, const std::string& ten
   return t;
 }
 
+UnwrittenText unwritten_add(const std::string& tensor, const std::vector<int64_t>& shape, int64_t first, int64_t count) {
+  UnwrittenText t;
+  t.message = "atomic add into element " + element_index(shape, first) + " of output '" + tensor + "'" +
+              (count > 1 ? " and " + std::to_string(count - 1) + " more" : "") +
+              ", which nothing wrote before: the runtime allocates an out_idx output uninitialised, so the sum adds "
+              "onto whatever the memory held";
+  t.hint = "write (or T.clear a tile and copy out) every element of " + tensor + " before adding into it, add into it "
+           "only (the output then starts at zero), or pass " + tensor + " yourself instead of out_idx";
+  return t;
+}
+
 }  // namespace tw::runtime

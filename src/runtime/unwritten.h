@@ -24,4 +24,8 @@ struct UnwrittenText {
 UnwrittenText unwritten_output(const std::string& kernel, const std::string& tensor, const std::vector<int64_t>& shape,
                                ir::DType dtype, int64_t first, int64_t count);
 
+// A T.atomic_add into `count` elements of output `tensor` (shape) that nothing wrote before it, the
+// first at linear index `first`: the sum adds onto whatever the memory held.
+UnwrittenText unwritten_add(const std::string& tensor, const std::vector<int64_t>& shape, int64_t first, int64_t count);
+
 }  // namespace tw::runtime

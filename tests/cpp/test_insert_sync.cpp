@@ -902,6 +902,10 @@ TEST(InsertSync, RelayedPairInALoopGetsABodyGuard) {
       b.emit(Fixpipe{LocalRef{c, C(0)}, GmRef{2, C(128)}, DTypeCode::f32, DTypeCode::f16, C(16), C(16), C(16), C(16)});
     });
   });
+  // The barrier orders Fixpipe W[128] of iteration k before Fixpipe W[0] of a later one (their bytes
+  // overlap): no instruction runs between them on every path (the `if k < 1` has no else arm and
+  // nothing before W[0]), so no chain stands for it; that the conditions never let W[0] follow
+  // W[128] (k < 1 after k >= 1) is not an argument the pass makes (session 40, unwritten40 F1).
   expect_sync(b.aic(), R"(AIC:
   FIX SetFlag<FIX_MTE1>(1)
   for k in range(4):
@@ -1492,6 +1496,10 @@ TEST(InsertSyncExamples, MatmulGeluTails) {
 // (the carried read -> that load, then MTE2 in order), but it runs in iteration k + 1 only when
 // the then arm does: `between` now takes an instruction before b only on b's chain, one after a
 // only on a's chain (before, no pair ordered them: the simulator reported the race).
+// The stores of iterations k and k + 1 (1024-byte rows at 256-byte steps: they overlap) are ordered
+// through y, which either arm rewrites (V, after the store read it: a flag) before the next store
+// reads it (a flag): one instruction in each arm stands between them, and the pass takes one per
+// arm (session 40, sync39 S1), so no PipeBarrier<MTE3>.
 TEST(InsertSync, CarriedDependenceAcrossTheTwoArmsOfAnIf) {
   Builder b(KernelType::AIV_ONLY);
   int x = b.buf("x", Mem::UB, 0, 1024);
@@ -1543,7 +1551,6 @@ TEST(InsertSync, CarriedDependenceAcrossTheTwoArmsOfAnIf) {
     MTE2 SetFlag<MTE2_V>(2)
     V WaitFlag<MTE2_V>(2)
     V SetFlag<V_MTE2>(1)
-    MTE3 PipeBarrier<MTE3>
     MTE3 WaitFlag<V_MTE3>(0)
     MTE3 WaitFlag<V_MTE3>(1)
     MTE3 CopyUbToGm Y[k * 256] <- y[0] float32 n_rows=1 row_bytes=1024 src_stride=1024 dst_stride=1024
@@ -1556,6 +1563,52 @@ TEST(InsertSync, CarriedDependenceAcrossTheTwoArmsOfAnIf) {
 )");
 }
 
+// A carried same-pipe GM write-after-write (Y[k * 256 bytes], 1024-byte rows) through an `if`
+// (session 40): the store reads y, which the arms rewrite before the next store reads it. With an
+// instruction on the chain in every arm (nested `if`s included) the chain orders the two stores:
+// no barrier. With an arm that has none (it writes z instead), or no else arm, the barrier stays.
+// Either way the checker is silent.
+Program arms_program(int form) {  // 0: both arms write y; 1: the else arm writes z; 2: no else arm;
+                                  // 3: the else arm is an `if` whose two arms write y
+  Builder b(KernelType::AIV_ONLY);
+  int x = b.buf("x", Mem::UB, 0, 1024), y = b.buf("y", Mem::UB, 1024, 1024), z = b.buf("z", Mem::UB, 2048, 1024);
+  auto k = ir::var("k");
+  b.loop(k, 4, [&] {
+    b.load(x, C(0), mul(k, C(256)));
+    b.stack.emplace_back();
+    b.adds(y, C(0), x, C(0));
+    auto then_b = seq(std::move(b.stack.back()));
+    b.stack.back().clear();
+    StmtPtr else_b;
+    if (form == 3) {
+      b.stack.emplace_back();
+      b.addv(y, y, x);
+      auto t2 = seq(std::move(b.stack.back()));
+      b.stack.back().clear();
+      b.adds(y, C(0), x, C(0));
+      auto e2 = seq(std::move(b.stack.back()));
+      b.stack.pop_back();
+      b.stack.back().push_back(if_(ir::binary(BinOp::LT, k, C(3)), t2, e2));
+    } else if (form != 2) {
+      b.adds(form == 1 ? z : y, C(0), x, C(0));
+    }
+    else_b = seq(std::move(b.stack.back()));
+    b.stack.pop_back();
+    b.stack.back().push_back(if_(ir::binary(BinOp::LT, k, C(2)), then_b, else_b));
+    b.store(y, C(0), mul(k, C(256)));
+  });
+  return b.aiv();
+}
+
+TEST(InsertSync, WriteAfterWriteThroughAnInstructionInEachArm) {
+  for (int form = 0; form < 4; ++form) {
+    Program out = insert_sync(arms_program(form), b2());
+    const bool barrier = code(out).find("PipeBarrier<MTE3>") != std::string::npos;
+    EXPECT_EQ(barrier, form == 1 || form == 2) << form << "\n" << code(out);
+    SimRun r = simulate(out);
+    EXPECT_TRUE(r.result.reports.empty()) << form << "\n" << reports(r.result);
+  }
+}
+
 }  // namespace
 }  // namespace tw::ascend
-

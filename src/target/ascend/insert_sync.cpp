@@ -492,6 +492,7 @@ class CoreSync {
   std::vector<Block> blocks_;
   std::vector<int> instrs_;  // instruction nodes in program order
   std::vector<std::vector<std::pair<int, int>>> chains_;  // per node: see chain()
+  std::vector<int> ifs_;  // `if`s with an instruction in each arm (reduce())
   std::vector<int> block_first_, block_last_;  // per block: its instructions (those of its kids too) are at pos first .. last
   int root_ = -1;
   std::vector<Dep> deps_;
@@ -607,6 +608,10 @@ class CoreSync {
     for (int n : instrs_)
       for (auto [blk, idx] : chains_[n])
         block_first_[blk] = std::min(block_first_[blk], nodes_[n].pos), block_last_[blk] = std::max(block_last_[blk], nodes_[n].pos);
+    ifs_.clear();
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      if (const Node& f = nodes_[i]; f.kind == StmtKind::If && block_last_[f.body] >= 0 && block_last_[f.else_body] >= 0)
+        ifs_.push_back(static_cast<int>(i));
   }
   bool block_contains(int outer, int b) const {  // is block b inside (or equal to) block outer?
     while (b >= 0) {
@@ -717,11 +722,17 @@ class CoreSync {
   // arm before a does not run before b of the next iteration, where b's arm may run instead (a and
   // b in the two arms of one `if`); a c both after a and before b may run in either iteration
   // (reduce() asks for both).
+  // c may be an `if` too (its instructions' positions, first to last; reduce() then looks for one
+  // instruction in each of its arms: covered()).
   bool between(const Dep& d, int c, bool after_a) const {
     const Node& nc = nodes_[c];
     const Node& na = nodes_[d.a];
     const Node& nb = nodes_[d.b];
     if (c == d.a || c == d.b) return false;
+    int first = nc.pos, last = nc.pos;
+    if (nc.kind == StmtKind::If)
+      first = std::min(block_first_[nc.body], block_first_[nc.else_body]),
+      last = std::max(block_last_[nc.body], block_last_[nc.else_body]);
     if (!block_contains(d.C, nc.block)) return false;
     const auto &ca = chain(d.a), &cb = chain(d.b);
     auto on = [](const std::vector<std::pair<int, int>>& ch, int blk) {
@@ -741,8 +752,8 @@ class CoreSync {
       }
       return true;
     };
-    if (!d.carried) return na.pos < nc.pos && nc.pos < nb.pos && runs(true, true);
-    return after_a ? nc.pos > na.pos && runs(true, false) : nc.pos < nb.pos && runs(false, true);
+    if (!d.carried) return na.pos < first && last < nb.pos && runs(true, true);
+    return after_a ? first > na.pos && runs(true, false) : last < nb.pos && runs(false, true);
   }
 
   // A carried link may stand for the carried dependence d only if it is plain or has d's slot.
@@ -791,15 +802,58 @@ class CoreSync {
       for (bool after_a : {true, false}) {
         int c = instrs_[k];
         if ((!after_a && !d.carried) || !between(d, c, after_a)) continue;
-        const Dep* l1 = find(d.a, c, d.carried && !after_a);
-        const Dep* l2 = find(c, d.b, d.carried && after_a);
-        bool ok1 = link_ok(l1, d) && ordered(*l1), ok2 = link_ok(l2, d) && ordered(*l2);
-        Pipe pc = nodes_[c].pipe;
-        if ((ok1 && pc == pb) || (ok2 && pc == pa) || (ok1 && ok2)) {
+        if (links(d, c, after_a)) {
           d.keep = false;
           return;
         }
       }
+    // No one instruction: an `if` between them with such an instruction on every path through each
+    // arm (sync39 S1: the store of iteration k, then y rewritten in either arm, then the store of
+    // iteration k + 1 reading y, into bytes the first one wrote)
+    for (int f : ifs_) {
+      const int first = std::min(block_first_[nodes_[f].body], block_first_[nodes_[f].else_body]);
+      if (first < lo || first > hi) continue;
+      for (bool after_a : {true, false})
+        if ((after_a || d.carried) && between(d, f, after_a) && covered(d, nodes_[f].body, after_a) &&
+            covered(d, nodes_[f].else_body, after_a)) {
+          d.keep = false;
+          return;
+        }
+    }
+  }
+
+  // Do the dependences a -> c and c -> b order d's a before its b (c between them, at a run after
+  // a of d's iteration or before b of the next one: after_a)? Both placed, or one of them with c on
+  // the other end's pipe (a wait blocks its pipe's later instructions; a set fires after its pipe's
+  // earlier ones).
+  bool links(const Dep& d, int c, bool after_a) const {
+    const Dep* l1 = find(d.a, c, d.carried && !after_a);
+    const Dep* l2 = find(c, d.b, d.carried && after_a);
+    bool ok1 = link_ok(l1, d) && ordered(*l1), ok2 = link_ok(l2, d) && ordered(*l2);
+    Pipe pc = nodes_[c].pipe;
+    return (ok1 && pc == nodes_[d.b].pipe) || (ok2 && pc == nodes_[d.a].pipe) || (ok1 && ok2);
+  }
+
+  // Does every execution of block blk (an arm of an `if` between a and b: between()) run an
+  // instruction c with links(d, c, after_a), at a position between() allows? One of its kids, an
+  // `if` with one in each arm, or a loop that runs (as between()'s runs) with one in its body.
+  bool covered(const Dep& d, int blk, bool after_a) const {
+    const Node& na = nodes_[d.a];
+    const Node& nb = nodes_[d.b];
+    for (int k : blocks_[blk].kids) {
+      const Node& n = nodes_[k];
+      if (n.kind == StmtKind::Instr) {
+        if (k == d.a || k == d.b) continue;
+        const bool placed = !d.carried ? na.pos < n.pos && n.pos < nb.pos : after_a ? n.pos > na.pos : n.pos < nb.pos;
+        if (placed && links(d, k, after_a)) return true;
+      } else if (n.kind == StmtKind::If) {
+        if (covered(d, n.body, after_a) && covered(d, n.else_body, after_a)) return true;
+      } else if (n.kind == StmtKind::For) {
+        auto ext = cint(n.stmt->value);
+        if (ext && *ext >= 1 && covered(d, n.body, after_a)) return true;
+      }
+    }
+    return false;
   }
 
   int last_pos(const std::vector<int>& v) const {

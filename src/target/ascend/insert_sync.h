@@ -52,8 +52,11 @@
 //    them on every path (no If, no loop of unknown trip count between them and C) makes it
 //    transitive: (a -> c and pipe(c) = pipe(b)): the wait/barrier before c is on b's pipe and stays
 //    in effect; (c -> b and pipe(c) = pipe(a)): the set/barrier after c covers every earlier
-//    instruction of a's pipe; (a -> c and c -> b). Links are always shorter, so this is
-//    well-founded. Then, per block, pipe pair and kind, dependences are intervals (after a's
+//    instruction of a's pipe; (a -> c and c -> b). Or an `if` between them (no If, no loop of
+//    unknown trip count between it and C) with such a c on every path through each of its arms
+//    (a kid of the arm, an `if` with one in both its arms, a loop body of a constant trip count
+//    >= 1 with one): whichever arm runs, its c orders a before b (sync39 S1, session 40). Links
+//    are always shorter, so this is well-founded. Then, per block, pipe pair and kind, dependences are intervals (after a's
 //    ancestor, before b's ancestor); a placed pair covers every dependence whose interval contains
 //    it (greedy by earliest wait) unless, for an intra dependence, the pair's set is later than
 //    needed past work of the setter's pipe or its wait earlier than needed before work of the

@@ -461,6 +461,8 @@ class CodeGen {
 
   const Kernel& k_;
   const bool bounds_check_;
+  // checked: the out_idx outputs an atomic add must check for the runtime's fill (not zeroed ones)
+  std::unordered_set<const void*> checked_adds_;
   // Tile accesses check_bounds could not prove in bounds: their indices are always checked.
   const std::unordered_set<const void*> unproved_;
   std::string out_;
@@ -657,6 +659,8 @@ std::string CodeGen::run() {
   const auto accumulated = transform::globals_accumulated(k_);
   for (size_t i = 0; i < k.params.size(); ++i) {
     const Param& p = k.params[i];
+    if (bounds_check_ && p.is_output && p.buffer && !accumulated.count(p.buffer.get()))
+      checked_adds_.insert(p.buffer.get());  // its adds check for the runtime's fill (tw_cpu/check.h AddCheck)
     if (!p.is_output || !p.buffer || !accumulated.count(p.buffer.get())) continue;
     std::string bytes = std::to_string(p.buffer->dtype.bytes());
     for (const auto& d : p.buffer->shape) bytes += " * (size_t)(" + expr(d) + ")";
@@ -670,6 +674,8 @@ std::string CodeGen::run() {
   indent_ = 0;
   out_ += "}\n\n";
 
+  if (!checked_adds_.empty())  // read and reset by the runtime around each launch (runtime/cpu_launch.cpp)
+    out_ += "extern \"C\" tw_cpu::AddCheck tw_add_check = {-1, 0, 0, 0, nullptr, 0};\n\n";
   out_ += "extern \"C\" void tw_block(const TwArgs* tw_args, int64_t tw_bx, int64_t tw_by, int64_t tw_bz) {\n";
   indent_ = 1;
   emit_params(/*tensors=*/true);
@@ -1031,7 +1037,12 @@ void CodeGen::emit_atomic_add(const CopyNode& n) {
   }
   std::string val = s.buf + "[" + expr(offset(s, sb, nl)) + "]";
   if (s.dtype != d.dtype) val = "tw_cpu::convert<" + storage_type(d.dtype) + ">(" + val + ")";
-  line("tw_cpu::atomic_add(&" + d.buf + "[" + expr(offset(d, db, nl)) + "], " + val + ");");
+  const std::string at = "&" + d.buf + "[" + expr(offset(d, db, nl)) + "], " + val;
+  if (checked_adds_.count(n.dst.buffer.get()))  // an element nothing wrote holds the runtime's fill
+    line("tw_cpu::atomic_add_checked(" + at + ", tw_add_check, " + std::to_string(n.span.line) + ", " +
+         std::to_string(n.span.col) + ");");
+  else
+    line("tw_cpu::atomic_add(" + at + ");");
   for (int j = 0; j < opened; ++j) close();
   close();
 }

@@ -163,14 +163,10 @@ void Written::output_writes(Core& c, const RInstr& r, const std::vector<Machine:
           ++count;
         }
       if (count > 0) {
-        const std::string& name = m_.prog.params[a.space].name;
         atomic_reported_.insert(r.in);
-        m_.report(ReportKind::UnwrittenOutput, "atomic add into element " + runtime::element_index(m_.param_shapes[a.space], first / es) +
-                         " of output '" + name + "'" + (count > 1 ? " and " + std::to_string(count - 1) + " more" : "") +
-                         ", which nothing wrote before: the runtime allocates an out_idx output uninitialised, so the "
-                         "sum adds onto whatever the memory held; write (or T.clear a tile and copy out) every element "
-                         "of " + name + " before adding into it, add into it only (the output then starts at zero), "
-                         "or pass " + name + " yourself instead of out_idx",
+        const runtime::UnwrittenText t =
+            runtime::unwritten_add(m_.prog.params[a.space].name, m_.param_shapes[a.space], first / es, count);
+        m_.report(ReportKind::UnwrittenOutput, t.message + "; " + t.hint,
                   {m_.describe(c, r.in, c.pipes[static_cast<int>(r.pipe)].free)});
       }
     }

@@ -52,6 +52,38 @@ inline int64_t written_at(const uint8_t* w, int64_t at, int line, int col, const
   return at;
 }
 
+// Checked mode's T.atomic_add into an out_idx output that other statements write too (one that
+// only T.atomic_add writes starts at zero instead): the runtime fills the outputs with `fill` bytes
+// before the launch (runtime/cpu_launch.cpp launch_cpu_checked), so an add into an element that
+// still holds the fill in every byte adds onto memory nothing wrote. The launch goes on; the
+// lowest such element and the first such add's line are kept, and the runtime confirms them with
+// a second fill and reports an `unwritten output` at the add's line, as the ascend910b simulator
+// does at the add (simulator/written.cpp). One per kernel of a library (tw_add_check), exported.
+struct AddCheck {
+  int fill;  // this launch's fill byte; -1: no check
+  int hit;   // set by the first add into a filled element
+  int line, col;    // of the first such add
+  const void* at;   // the lowest element such an add found
+  int64_t count;    // the adds into filled elements
+};
+
+template <class T>
+inline void atomic_add_checked(T* p, T v, AddCheck& c, int line, int col) {
+  if (c.fill >= 0) {
+    const unsigned char* b = reinterpret_cast<const unsigned char*>(p);
+    bool all = true;
+    for (size_t i = 0; i < sizeof(T); ++i) all &= __atomic_load_n(b + i, __ATOMIC_RELAXED) == c.fill;
+    if (all) [[unlikely]] {
+      __atomic_fetch_add(&c.count, 1, __ATOMIC_RELAXED);
+      if (!__atomic_exchange_n(&c.hit, 1, __ATOMIC_RELAXED)) c.line = line, c.col = col;
+      const void* at = p;
+      const void* cur = __atomic_load_n(&c.at, __ATOMIC_RELAXED);
+      while ((!cur || at < cur) && !__atomic_compare_exchange_n(&c.at, &cur, at, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    }
+  }
+  atomic_add(p, v);
+}
+
 // The gemm runtime's packing buffers (tw_cpu/gemm_impl.h Scratch) could not be allocated: the
 // process is out of memory or under an address-space limit. The runtime reports it as an error at
 // the kernel (runtime/cpu_launch.cpp); a plain-C entry point returns 3 (runtime/cpu_library.cpp).
