@@ -84,12 +84,6 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
     natural = mask == "additive"
     scale = (1.0 / dim) ** 0.5 * (1.0 if natural else LOG2E)
     neg_inf = float("-inf")
-    # float32: Q scaled once a query block (its tile is then written, and the cpu target's Q K^T
-    # reads it in place instead of packing it), the score maps without the multiply. 16-bit
-    # inputs keep the scale on the scores (a scaled tile would round Q once more), and so does a
-    # query tail (seq_q % block_M): ascend910b deadlocks on the written tile there (masked40 F1)
-    prescale = dtype == "float32" and seq_q % block_M == 0
-    score_scale = 1.0 if prescale else scale  # what the maps multiply the scores by (x * 1.0 folds away)
 
     def shape(s, h):
         return (batch, h, s, dim) if layout == "BHSD" else (batch, s, h, dim)
@@ -124,9 +118,6 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                 T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], q)
             else:
                 T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q)
-            if prescale:  # q * scale once a query block, not every score of every key block
-                for i, d in T.Parallel(block_M, dim):
-                    q[i, d] = q[i, d] * scale
             T.fill(acc_o, 0)
             T.fill(logsum, 0)
             T.fill(m, FLT_LOWEST)  # finite: exp2(m_prev - m) stays a number while a row has seen nothing,
@@ -202,7 +193,7 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                             visible = visible and kj > qi - window
                         if mask == "bool":
                             visible = visible and msk[i, j]
-                        s = acc_s[i, j] * score_scale
+                        s = acc_s[i, j] * scale
                         if mask == "additive":  # -inf hides: the score there is outside the band
                             visible = visible and msk[i, j] > neg_inf
                             s = s + msk[i, j]
@@ -216,7 +207,7 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                     c_end = T.min(c1, n_kv - kb * block_N)
                     for i, j in T.Parallel(block_M, block_N):
                         visible = j - i >= d_lo and j - i < d_hi and i >= r0 and i < r_end and j >= c0 and j < c_end
-                        acc_s[i, j] = T.where(visible, acc_s[i, j] * score_scale, neg_inf)
+                        acc_s[i, j] = T.where(visible, acc_s[i, j] * scale, neg_inf)
                 else:  # no mask tensor, or a block it shows whole: no mask work
                     for i, j in T.Parallel(block_M, block_N):
                         qi = bx * block_M + i
@@ -230,7 +221,7 @@ def attention_prefill(batch, heads, kv_heads, seq_q, seq_kv, dim, layout="BHSD",
                             visible = visible and kj <= qi
                         if window is not None:
                             visible = visible and kj > qi - window
-                        acc_s[i, j] = T.where(visible, acc_s[i, j] * score_scale, neg_inf)
+                        acc_s[i, j] = T.where(visible, acc_s[i, j] * scale, neg_inf)
                 T.copy(m, m_prev)
                 T.reduce_max(acc_s, m, dim=1, clear=False)
                 for i in T.Parallel(block_M):
