@@ -51,7 +51,8 @@ class Executable {
  protected:
   ir::Kernel kernel_;
   std::string target_;
-  std::vector<std::pair<std::string, std::string>> stages_;
+  // (stage name, IR): a Tile IR kernel, printed when ir() asks for it, or a lower IR's text
+  std::vector<std::pair<std::string, std::variant<ir::Kernel, std::string>>> stages_;
   std::vector<Note> notes_;
 
  private:

@@ -23,6 +23,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "ir/printer.h"
 #include "runtime/cpu_launch.h"
 #include "runtime/cpu_library.h"
 #include "runtime/disk_cache.h"
@@ -729,7 +730,7 @@ std::shared_ptr<const Executable> compile_cpu(const ir::Kernel& kernel, const ta
   // In memory, the signature matters too (which parameters are outputs does not change the C++).
   std::string memory_key;
   try {  // the key names the compiler: a TW_CXX naming no compiler fails here (h-hunt11b F4)
-    memory_key = support::sha256_hex(cache_key(source, cpu_arch()) + "\n" + lowered.stages.back().second);
+    memory_key = support::sha256_hex(cache_key(source, cpu_arch()) + "\n" + ir::print(lowered.kernel));
   } catch (const ir::Error&) {
     throw;
   } catch (const std::exception& e) {

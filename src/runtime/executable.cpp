@@ -9,21 +9,22 @@
 #include "runtime/cpu_executable.h"
 #include "runtime/disk_cache.h"
 #include "target/registry.h"
+#include "transform/pass_log.h"
 #include "tilewright/runtime.h"
 
 namespace tw {
 
 std::vector<std::string> Executable::stage_names() const {
   std::vector<std::string> out;
-  for (const auto& [name, text] : stages_) out.push_back(name);
+  for (const auto& stage : stages_) out.push_back(stage.first);
   out.push_back("final");
   return out;
 }
 
 std::string Executable::ir(std::string_view stage) const {
-  if (stage == "final") return stages_.back().second;
-  for (const auto& [name, text] : stages_)
-    if (name == stage) return text;
+  if (stage == "final") return transform::stage_text(stages_.back().second);
+  for (const auto& [name, ir] : stages_)
+    if (name == stage) return transform::stage_text(ir);
   std::string names;
   for (const auto& n : stage_names()) names += (names.empty() ? "" : ", ") + n;
   throw ir::Error("no IR stage '" + std::string(stage) + "' for kernel '" + kernel_->name + "'", {},

@@ -34,16 +34,21 @@ std::string PassLog::unique_name(const std::string& name) const {
   return out;
 }
 
+std::string stage_text(const StageIr& ir) {
+  if (auto* k = std::get_if<ir::Kernel>(&ir)) return ir::print(*k);
+  return std::get<std::string>(ir);
+}
+
 void PassLog::record(const std::string& name) {
   if (!stages_.empty()) ir::verify(kernel_);  // a pass that breaks the IR is a compiler bug; catch it here
   std::string stage = unique_name(name);
-  stages_.emplace_back(stage, ir::print(kernel_));
-  write(stages_.size() - 1, stage + ".tir", stages_.back().second);
+  stages_.emplace_back(stage, kernel_);
+  if (!dump_dir_.empty()) write(stages_.size() - 1, stage + ".tir", ir::print(kernel_));
 }
 
 void PassLog::record_text(const std::string& stage, std::string text) {
+  write(stages_.size(), stage + ".txt", text);
   stages_.emplace_back(stage, std::move(text));
-  write(stages_.size() - 1, stage + ".txt", stages_.back().second);
 }
 
 void PassLog::dump(const std::string& name, const std::string& text) const { write(stages_.size(), name, text); }

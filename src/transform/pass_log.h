@@ -1,5 +1,9 @@
 // Runs the passes of a target pipeline and keeps the IR after each one: for
 // kernel.get_ir(stage) / kernel.stages, for TW_DUMP_IR=<dir>, and to verify the IR between passes.
+// A Tile IR stage is kept as its (immutable) kernel and printed only when asked for (get_ir, or
+// TW_DUMP_IR): a compile prints no IR. The text of an IR whose expressions share sub-expressions
+// (a DAG) can be exponentially longer than the IR (hunt40 F6: three nested T.sin took 100 s of
+// CPU to print after every pass).
 // Tile IR passes are checked by ir::verify; the passes of a lower IR a target lowers the kernel to
 // (the Ascend Program) are run with that IR's own check, which also gives the stage's text.
 //
@@ -11,11 +15,17 @@
 
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "tilewright/ir.h"
 
 namespace tw::transform {
+
+// A stage's IR: a Tile IR kernel (printed on demand: stage_text) or a lower IR's text.
+using StageIr = std::variant<ir::Kernel, std::string>;
+using Stages = std::vector<std::pair<std::string, StageIr>>;
+std::string stage_text(const StageIr& ir);
 
 class PassLog {
  public:
@@ -41,8 +51,8 @@ class PassLog {
   const ir::Kernel& kernel() const { return kernel_; }
   // Writes a non-IR artefact of the pipeline (e.g. the generated C++) next to the IR dumps.
   void dump(const std::string& name, const std::string& text) const;
-  // (stage name, IR text) in pipeline order; the first is "input".
-  const std::vector<std::pair<std::string, std::string>>& stages() const { return stages_; }
+  // (stage name, IR) in pipeline order; the first is "input".
+  const Stages& stages() const { return stages_; }
 
  private:
   void record(const std::string& name);
@@ -51,7 +61,7 @@ class PassLog {
   void write(size_t index, const std::string& file, const std::string& text) const;
   std::string dump_dir_;  // TW_DUMP_IR/<kernel>-<hash of the input IR>/<target>, or empty
   ir::Kernel kernel_;
-  std::vector<std::pair<std::string, std::string>> stages_;
+  Stages stages_;
 };
 
 }  // namespace tw::transform

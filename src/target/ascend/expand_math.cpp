@@ -115,9 +115,44 @@ Expr expand(const ir::CallNode* c, const Span& sp) {
   return nullptr;
 }
 
-// The expressions of one map (vars: its loop variables) with their calls expanded.
+// The times v occurs in e.
+int uses(const Expr& e, const ir::VarNode* v) {
+  int n = 0;
+  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), [&](const Expr& x) { n += x.get() == v; });
+  return n;
+}
+
+// The expressions of one map (vars: its loop variables) with their calls expanded. An expansion
+// that uses a computed argument more than once (sin, erf, silu, ...) reads it from a let placed
+// before the statement: the argument is computed once, and the IR stays a tree (hunt40 F6: as a
+// shared sub-expression, T.sin(T.sin(T.sin(x))) was a DAG whose every walk as a tree -- the IR
+// printer, the verifier -- took minutes).
 struct Expander : ir::Mutator {
+  explicit Expander(vec::Names& n) : names(n) {}
+  vec::Names& names;
   std::set<const ir::VarNode*> tile;  // the map's variables and the lets that hold tile values
+  std::vector<ir::Stmt> lets;  // the argument lets of the statement being expanded
+  std::set<const ir::StmtNode*> made;  // the sequences {lets, statement} made here: spliced into their parent
+
+  // The expansion of call y, its computed argument bound to a let when the expansion uses it more than once.
+  Expr expand_call(const Expr& y) {
+    auto* c = as<ir::CallNode>(y);
+    const Expr& a = c->args[0];
+    bool computed = a->kind != ir::ExprKind::Var && a->kind != ir::ExprKind::Load && a->kind != ir::ExprKind::IntImm &&
+                    a->kind != ir::ExprKind::FloatImm;
+    if (computed) {
+      ir::Var v = ir::var(names.fresh(std::string(ir::mathfn_name(c->fn)) + "_arg"), a->dtype, a->span);
+      std::vector<Expr> args = c->args;
+      args[0] = v;
+      Expr x = expand(as<ir::CallNode>(ir::call(c->fn, args, y->span)), y->span);
+      if (x && uses(x, v.get()) > 1) {
+        lets.push_back(std::make_shared<ir::LetNode>(v, a, a->span));
+        tile.insert(v.get());
+        return x;
+      }
+    }
+    return expand(c, y->span);
+  }
 
   bool scalar(const Expr& e) const {
     bool s = true;
@@ -135,15 +170,33 @@ struct Expander : ir::Mutator {
     }
     Expr y = ir::Mutator::mutate(e);
     if (!y || y->kind != ir::ExprKind::Call || scalar(y)) return y;
-    Expr x = expand(as<ir::CallNode>(y), y->span);
+    Expr x = expand_call(y);
     // a float16 / bfloat16 call's value is the expansion's float32 value, rounded where stored or cast
     // (docs/language.md; cpu: hunt38 F3, T.tanh of a bfloat16 tile into a float32 one was rounded to bfloat16)
     if (x && y->dtype.is_float() && y->dtype.bits() < 32 && x->dtype == kF32) return x;
     return x ? ir::cast(x, y->dtype, y->span) : y;
   }
   ir::Stmt mutate(const ir::Stmt& s) override {
+    std::vector<ir::Stmt> outer = std::move(lets);
+    lets.clear();
     ir::Stmt y = ir::Mutator::mutate(s);
     if (y && y->kind == ir::StmtKind::Let && !scalar(as<ir::LetNode>(y)->value)) tile.insert(as<ir::LetNode>(y)->var.get());
+    if (y && y->kind == ir::StmtKind::Seq) {  // splice the sequences made for its statements
+      std::vector<ir::Stmt> body;
+      bool spliced = false;
+      for (const auto& item : as<ir::SeqNode>(y)->body) {
+        bool m = made.count(item.get());
+        spliced = spliced || m;
+        for (const auto& t : m ? ir::stmts_of(item) : std::vector<ir::Stmt>{item}) body.push_back(t);
+      }
+      if (spliced) y = std::make_shared<ir::SeqNode>(std::move(body), y->span);
+    }
+    if (!lets.empty()) {
+      lets.push_back(y);
+      y = std::make_shared<ir::SeqNode>(std::move(lets), y->span);
+      made.insert(y.get());
+    }
+    lets = std::move(outer);
     return y;
   }
   using ir::Mutator::mutate;
@@ -229,7 +282,7 @@ ir::Kernel expand_math(const ir::Kernel& kernel, const target::Target& target) {
     }
     auto m = vec::vector_map(nest.size() > 2 ? nest[nest.size() - 2] : s);
     if (!m) return std::vector<ir::Stmt>{s};  // not vector code: select_instructions reports it
-    Expander ex;
+    Expander ex(names);
     // the scalar test of legalize_vector's map lowering: a value using the row index of a 2-D map
     // or the column index (a 1-D map's only index) is tile data
     ex.tile.insert(m->vars.back().get());

@@ -9,13 +9,14 @@
 #include "target/ascend/program.h"
 #include "target/registry.h"
 #include "tilewright/ir.h"
+#include "transform/pass_log.h"
 
 namespace tw::ascend {
 
 struct LoweredAscend {
   ir::Kernel kernel;  // IR after the last pass
   std::shared_ptr<const Program> program;
-  std::vector<std::pair<std::string, std::string>> stages;  // IR text after each pass
+  transform::Stages stages;  // the IR after each pass
 };
 
 LoweredAscend lower_ascend(const ir::Kernel& input, const target::Target& target);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tilewright/ir.h"
+#include "transform/pass_log.h"
 
 namespace tw::cpu {
 
@@ -17,7 +18,7 @@ struct LoweredCpu {
   ir::Kernel kernel;   // IR after the last pass
   std::string source;  // the C++ translation unit
   int64_t tile_bytes;  // stack bytes the tiles of one block need (upper bound)
-  std::vector<std::pair<std::string, std::string>> stages;  // IR text after each pass
+  transform::Stages stages;  // the IR after each pass
 };
 
 LoweredCpu lower_cpu(const ir::Kernel& input);
