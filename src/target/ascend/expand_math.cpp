@@ -115,10 +115,16 @@ Expr expand(const ir::CallNode* c, const Span& sp) {
   return nullptr;
 }
 
+// Calls f on every node of expression e (ir::for_each_expr walks statements).
+template <class F>
+void for_each_subexpr(const Expr& e, F&& f) {
+  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), f);
+}
+
 // The times v occurs in e.
 int uses(const Expr& e, const ir::VarNode* v) {
   int n = 0;
-  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), [&](const Expr& x) { n += x.get() == v; });
+  for_each_subexpr(e, [&](const Expr& x) { n += x.get() == v; });
   return n;
 }
 
@@ -156,7 +162,7 @@ struct Expander : ir::Mutator {
 
   bool scalar(const Expr& e) const {
     bool s = true;
-    ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), [&](const Expr& x) {
+    for_each_subexpr(e, [&](const Expr& x) {
       s = s && x->kind != ir::ExprKind::Load && !(x->kind == ir::ExprKind::Var && tile.count(as<ir::VarNode>(x)));
     });
     return s;
@@ -212,10 +218,7 @@ struct Expander : ir::Mutator {
 ir::Stmt element_map(const ir::StoreNode* st, vec::Names& names) {
   if (st->buffer->scope != ir::Scope::UB) return nullptr;
   bool call = false;
-  auto each = [](const Expr& e, const std::function<void(const Expr&)>& f) {
-    ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), f);
-  };
-  each(st->value, [&](const Expr& x) { call |= x->kind == ir::ExprKind::Call; });
+  for_each_subexpr(st->value, [&](const Expr& x) { call |= x->kind == ir::ExprKind::Call; });
   if (!call) return nullptr;
   auto aligned = [](const ir::Buffer& b, const std::vector<Expr>& idx) {
     auto shape = b->const_shape();
@@ -234,7 +237,7 @@ ir::Stmt element_map(const ir::StoreNode* st, vec::Names& names) {
     return off * es % 32 == 0;
   };
   bool ok = aligned(st->buffer, st->indices);
-  each(st->value, [&](const Expr& x) {
+  for_each_subexpr(st->value, [&](const Expr& x) {
     if (x->kind != ir::ExprKind::Load) return;
     auto* l = as<ir::LoadNode>(x);
     if (l->buffer->scope == ir::Scope::UB) ok &= aligned(l->buffer, l->indices);
