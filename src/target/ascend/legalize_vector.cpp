@@ -3727,11 +3727,21 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   for (const auto& i : st->indices) unguarded_loads(i, unguarded_);
   column_store_ = st->indices.size() >= 2 && !uses_var(st->indices.back(), vj());
   // (and one of any dtype whose value is not scalar-unit arithmetic: a math function, max / min
-  // with their NaN selects, a T.where: c[i, 0] = T.max(T.min(a[i], 1.0), -1.0), hunt30 F1)
+  // with their NaN selects, a T.where: c[i, 0] = T.max(T.min(a[i], 1.0), -1.0), hunt30 F1; integer
+  // //, %, bitwise operators and shifts by a count that is not a constant, whose exact lowerings read
+  // back what they stored: y[i, 0] = a[i] // 3, a[i] >> s, (a[i] & b[i]) ^ ~a[i] of int32, hunt41 F1)
   const bool vector_only = any_subexpr(st->value, [](const Expr& x) {
     if (x->kind == ir::ExprKind::Call || x->kind == ir::ExprKind::Select) return true;
+    if (x->kind == ir::ExprKind::Unary) return as<ir::UnaryNode>(x)->op == ir::UnOp::BitNot;
     if (x->kind != ir::ExprKind::Binary) return false;
-    return as<ir::BinaryNode>(x)->op == ir::BinOp::Max || as<ir::BinaryNode>(x)->op == ir::BinOp::Min;
+    const auto* b = as<ir::BinaryNode>(x);
+    switch (b->op) {
+      case ir::BinOp::Max: case ir::BinOp::Min: return true;
+      case ir::BinOp::FloorDiv: case ir::BinOp::Mod: case ir::BinOp::BitAnd: case ir::BinOp::BitOr:
+      case ir::BinOp::BitXor: return x->dtype.is_int();
+      case ir::BinOp::Shl: case ir::BinOp::Shr: return x->dtype.is_int() && !ir::as_const_int(b->b);
+      default: return false;
+    }
   });
   bf16_column_ = column_store_ && vars_.size() == 1 && (st->buffer->dtype == kBF16 || vector_only) &&
                  st->value->kind != ir::ExprKind::Load && (has_load(st->value) || uses_var(st->value, vj()));
