@@ -1,0 +1,108 @@
+"""handoff41 (session 41, issue 13): a Cube operand tile the vector code writes once before the key
+loop (Q scaled after its copy) is handed to the Cube once, before the loop, on ascend910b: the loop
+has no hand-off for it, so skew_cube_loops skews the Cube loop and rotate_vector_loops rotates the
+vector loop as for a copied Q (deadlock40 P1: handed over every key block, they ran unpipelined).
+Both targets against float64: float32 / float16, query tails, a grid of query blocks x heads with
+more programs than the 910B's 24 AI Cores (each core's workspace slot reused block after block),
+and q written again in the loop (not loop-invariant: handed over every key block, as before)."""
+import re
+
+import numpy as np
+import pytest
+
+import tilewright as tw
+import tilewright.language as T
+
+BM, BN, D, H = 16, 16, 32, 2
+
+
+def kernel(seq_q, seq_kv, dtype, target, again=False):
+    n_kv = seq_kv // BN
+
+    @T.prim_func
+    def main(Q: T.Tensor((H, seq_q, D), dtype), K: T.Tensor((H, seq_kv, D), dtype), V: T.Tensor((H, seq_kv, D), dtype),
+             O: T.Tensor((H, seq_q, D), "float32")):
+        with T.Kernel(T.ceildiv(seq_q, BM), H) as (bx, by):
+            q = T.alloc_shared((BM, D), dtype)
+            k = T.alloc_shared((BN, D), dtype)
+            v = T.alloc_shared((BN, D), dtype)
+            acc_s = T.alloc_fragment((BM, BN), "float32")
+            p = T.alloc_fragment((BM, BN), dtype)
+            acc_o = T.alloc_fragment((BM, D), "float32")
+            T.copy(Q[by, bx * BM:(bx + 1) * BM, :], q)
+            for i, d in T.Parallel(BM, D):  # Q scaled once a query block
+                q[i, d] = q[i, d] * 0.5
+            T.fill(acc_o, 0)
+            for t in T.serial(n_kv):
+                if again:  # q written in the loop too: not loop-invariant
+                    for i, d in T.Parallel(BM, D):
+                        q[i, d] = q[i, d] * 0.5
+                T.copy(K[by, t * BN:(t + 1) * BN, :], k)
+                T.gemm(q, k, acc_s, transpose_B=True, clear_accum=True)
+                for i, j in T.Parallel(BM, BN):
+                    p[i, j] = acc_s[i, j] * 0.25
+                T.copy(V[by, t * BN:(t + 1) * BN, :], v)
+                for i, d in T.Parallel(BM, D):
+                    acc_o[i, d] = acc_o[i, d] * 0.75
+                T.gemm(p, v, acc_o)
+            T.copy(acc_o, O[by, bx * BM:(bx + 1) * BM, :])
+
+    return tw.compile(main, out_idx=[3], target=target)
+
+
+def reference(q, k, v, dtype, again):
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    o = np.zeros(q.shape)
+    for h in range(H):
+        qh = q[h] * 0.5
+        if dtype == "float16":
+            qh = qh.astype(np.float16).astype(np.float64)  # the scaled tile (exact: a power of 2)
+        for t in range(k.shape[1] // BN):
+            if again:
+                qh = qh * 0.5
+            kt, vt = k[h, t * BN:(t + 1) * BN], v[h, t * BN:(t + 1) * BN]
+            p = (qh @ kt.T) * 0.25
+            if dtype == "float16":
+                p = p.astype(np.float16).astype(np.float64)  # the cast tile P
+            o[h] = o[h] * 0.75 + p @ vt
+    return o
+
+
+CASES = [
+    (37, 64, "float32", False),   # a query tail, four key blocks (deadlock40's form)
+    (32, 80, "float16", False),   # whole query blocks, five key blocks
+    (213, 48, "float32", False),  # 14 query blocks x 2 heads: 28 programs on 24 AI Cores
+    (37, 64, "float32", True),    # q written in the loop too
+]
+
+
+@pytest.mark.parametrize("target", ["cpu", "ascend910b"])
+@pytest.mark.parametrize("seq_q,seq_kv,dtype,again", CASES)
+def test_scaled_q_against_float64(target, seq_q, seq_kv, dtype, again):
+    rng = np.random.default_rng(41)
+    q, k, v = (rng.standard_normal((H, s, D)).astype(dtype) for s in (seq_q, seq_kv, seq_kv))
+    out = kernel(seq_q, seq_kv, dtype, target, again)(q, k, v)
+    tol = 2e-5 if dtype == "float32" else 2e-2
+    np.testing.assert_allclose(out, reference(q, k, v, dtype, again), rtol=tol, atol=tol)
+
+
+def scopes(text):
+    """The Cube and the vector scope of a split kernel's text."""
+    c, v = text.index("scope C {"), text.index("scope V {")
+    return text[c:v], text[v:]
+
+
+@pytest.mark.parametrize("again", [False, True])
+def test_program_shape(again):
+    """The hand-off of q (V: copy q_ub -> workspace; C: workspace -> q) is before the loops when q is
+    loop-invariant, and both loops are then pipelined (the Cube loop skewed: `if t < 4`, the vector
+    loop rotated: `if t_v >= 3`); written in the loop too, it is handed over in the loops, which stay
+    as written (deadlock40's rule)."""
+    text = kernel(37, 64, "float32", "ascend910b", again).get_ir("rotate_vector_loops")
+    cube, vec = scopes(text)
+    send = [m.start() for m in re.finditer(r"copy q_ub -> ws_\d+\[", vec)]
+    recv = [m.start() for m in re.finditer(r"\] -> q\n", cube)]
+    assert len(send) == 1 and len(recv) == 1, text
+    loop_v, loop_c = vec.index("for t_v in"), cube.index("for t in")
+    assert (send[0] > loop_v) == again and (recv[0] > loop_c) == again, text
+    assert ("if t < 4 {" in cube) != again and ("if t_v >= 3 {" in vec) != again, text
