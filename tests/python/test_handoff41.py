@@ -106,3 +106,40 @@ def test_program_shape(again):
     loop_v, loop_c = vec.index("for t_v in"), cube.index("for t in")
     assert (send[0] > loop_v) == again and (recv[0] > loop_c) == again, text
     assert ("if t < 4 {" in cube) != again and ("if t_v >= 3 {" in vec) != again, text
+
+
+def gemm_then_vector_loop(target):
+    """The other direction: a gemm result made before the loop (on the Cube) that the loop's vector
+    code reads every iteration and never writes: handed to the Vector core once, before the loop."""
+    M, N, K, n = 32, 32, 16, 3
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), O: T.Tensor((2, n, M, N), "float32")):
+        with T.Kernel(2) as bx:
+            a = T.alloc_shared((M, K), "float32")
+            b = T.alloc_shared((K, N), "float32")
+            c = T.alloc_fragment((M, N), "float32")
+            o = T.alloc_fragment((M, N), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, c, clear_accum=True)
+            T.fill(o, 0)
+            for t in T.serial(n):
+                for i, j in T.Parallel(M, N):
+                    o[i, j] = o[i, j] + c[i, j] * (bx + 1)
+                T.copy(o, O[bx, t, :, :])
+
+    return tw.compile(main, out_idx=[2], target=target)
+
+
+@pytest.mark.parametrize("target", ["cpu", "ascend910b"])
+def test_gemm_result_read_in_a_vector_loop(target):
+    rng = np.random.default_rng(41)
+    a, b = rng.standard_normal((32, 16)).astype("float32"), rng.standard_normal((16, 32)).astype("float32")
+    kern = gemm_then_vector_loop(target)
+    c = a.astype(np.float64) @ b
+    ref = np.stack([np.stack([(t + 1) * (g + 1) * c for t in range(3)]) for g in range(2)])
+    np.testing.assert_allclose(kern(a, b), ref, rtol=2e-5, atol=2e-5)
+    if target == "ascend910b":
+        _, vec = scopes(kern.get_ir("split_cube_vector"))
+        assert vec.count("] -> c_ub") == 1 and vec.index("] -> c_ub") < vec.index("for t_v in"), vec
