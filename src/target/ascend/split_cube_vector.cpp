@@ -279,9 +279,9 @@ class Splitter {
             // a tile written on one unit before the loop that the body hands to the other and never
             // writes (a prescaled Q read by the Cube's Q K^T every key block): handed over once,
             // before the loop, so the loop has no hand-off for it (skew_cube_loops / rotate_vector_loops
-            // then pipeline it as a kernel that copies Q: handoff41)
-            // (only where that hand-off exists: to an operand in L1, from an accumulator in L0C; else
-            // ensure()'s error stays at the statement that needs the tile)
+            // then pipeline it as a kernel that copies Q: handoff41). Only where that hand-off exists
+            // (to an operand in L1, from an accumulator in L0C): else ensure()'s error stays at the
+            // statement that needs the tile.
             const bool l0c = mixed_.at(b).cube->scope == Scope::L0C;
             if (have == Side::Both && (e == Side::V ? !l0c : e == Side::C && l0c) && !body_acc.writes.count(b))
               m = Side::Both;
