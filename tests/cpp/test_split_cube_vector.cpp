@@ -188,6 +188,35 @@ TEST(SplitCubeVector, HandOffsAfterAnIfKeepTheirOwnIds) {
   EXPECT_EQ(count(out, "sync set_cross_flag(2, MTE2, 3)"), 2u) << out;  // its own pre-set and hand-off
 }
 
+// A Q tile the vector code writes once before the key loop (Q scaled after its copy) and the Cube
+// reads in the loop is handed over once, before the loop, with one slot (handoff41); written again
+// in the loop it is not loop-invariant and is handed over every iteration, two slots.
+TEST(SplitCubeVector, LoopInvariantVectorTileHandedOverBeforeTheLoop) {
+  auto with_scaled_q = [](bool in_loop_too) {
+    std::string in = testing::kAttentionInput;
+    auto sub = [&](const std::string& a, const std::string& b) { in.replace(in.find(a), a.size(), b); };
+    sub("alloc Q_shared: L1", "alloc Q_shared: shared");
+    const std::string map = "for q_i in parallel(0, 64) {\n    for q_d in parallel(0, 64) {\n"
+                            "      Q_shared[q_i, q_d] = Q_shared[q_i, q_d] * 0.5\n    }\n  }\n";
+    sub("  fill acc_o = 0.0\n", "  " + map + "  fill acc_o = 0.0\n");
+    if (in_loop_too) sub("    gemm Q_shared, K_shared", "    " + map + "    gemm Q_shared, K_shared");
+    return split(in);
+  };
+  std::string out = with_scaled_q(false);
+  size_t send = out.find("copy Q_shared_ub -> ws_"), recv = out.find("] -> Q_shared\n");
+  ASSERT_NE(send, std::string::npos) << out;
+  ASSERT_NE(recv, std::string::npos) << out;
+  EXPECT_LT(send, out.find("for k_v in")) << out;  // the vector side: before its loop
+  EXPECT_LT(recv, out.find("for k in")) << out;    // the Cube side: before its loop
+  EXPECT_EQ(count(out, "copy Q_shared_ub -> ws_"), 1u) << out;
+  EXPECT_NE(out.find("alloc ws_0: global float32[256, 64]"), std::string::npos) << out;  // 4 blocks x 1 slot x 64 rows
+  out = with_scaled_q(true);
+  send = out.find("copy Q_shared_ub -> ws_");
+  ASSERT_NE(send, std::string::npos) << out;
+  EXPECT_GT(send, out.find("for k_v in")) << out;  // written in the loop: handed over in it
+  EXPECT_EQ(count(out, "copy Q_shared_ub -> ws_"), 1u) << out;
+}
+
 TEST(SplitCubeVector, SingleUnitKernelUnchanged) {
   ir::Kernel k = ir::parse_kernel(testing::kOneUnitKernel);
   EXPECT_EQ(split_cube_vector(k, target::find_target("ascend910b2")), k);

@@ -261,6 +261,8 @@ class Splitter {
         State entry = st;
         Stmt body;
         State fin;
+        TileAccess body_acc;  // a tile the body never writes is loop-invariant (its hand-off moves before the loop)
+        body_acc.visit(f->body);
         for (int round = 0;; ++round) {
           State in = entry;
           body = walk(f->body, in);
@@ -274,6 +276,15 @@ class Splitter {
             // moves to the vector side before the loop, and the body runs there (a gemm into it
             // after the vector code in the body runs too: test_ascend_s23.py)
             if (e == Side::C && have == Side::V) m = Side::V;
+            // a tile written on one unit before the loop that the body hands to the other and never
+            // writes (a prescaled Q read by the Cube's Q K^T every key block): handed over once,
+            // before the loop, so the loop has no hand-off for it (skew_cube_loops / rotate_vector_loops
+            // then pipeline it as a kernel that copies Q: handoff41). Only where that hand-off exists
+            // (to an operand in L1, from an accumulator in L0C): else ensure()'s error stays at the
+            // statement that needs the tile.
+            const bool l0c = mixed_.at(b).cube->scope == Scope::L0C;
+            if (have == Side::Both && (e == Side::V ? !l0c : e == Side::C && l0c) && !body_acc.writes.count(b))
+              m = Side::Both;
             if (m == Side::None)
               throw ir::Error("tile " + q(mixed_.at(b).orig->name) + " is on the " + (e == Side::C ? "Cube" : "Vector") +
                                   " side at the start of this loop but on the other side at the end of its body",
@@ -292,8 +303,12 @@ class Splitter {
             break;
           }
         }
-        for (Node b : by_name(entry))
-          if (Side need = entry.at(b); need == Side::C || need == Side::V) ensure(mixed_.at(b).orig, need, st, out, sp);
+        for (Node b : by_name(entry)) {
+          Side need = entry.at(b), have = st.count(b) ? st.at(b) : Side::None;
+          if (need == Side::Both)  // a loop-invariant tile (above) on one unit: the other gets it here
+            need = have == Side::C ? Side::V : have == Side::V ? Side::C : Side::None;
+          if (need == Side::C || need == Side::V) ensure(mixed_.at(b).orig, need, st, out, sp);
+        }
         for (auto& [b, have] : fin) st[b] = have;
         out.push_back(
             std::make_shared<ir::ForNode>(f->var, f->min, f->extent, f->for_kind, f->num_stages, body, sp, f->user_extent));

@@ -16,10 +16,14 @@
 //    incarnation holds X's value; a statement reading X on the other side is preceded by a
 //    hand-off copy (X -> X_ub or X_ub -> X). A fill (or a GM -> X copy) goes to the side of X's
 //    next access. Loops: the state at the back edge must match the entry (the body is re-walked
-//    from the joined state). An if joins its branches: a tile on both units in one branch and on
-//    one unit in the other is on that unit after the if (paged decode's page copies under
-//    `if j * P + jj < pages` into a V tile handed to the Cube in the previous step); a tile on the
-//    Cube in one branch and the Vector in the other is an error.
+//    from the joined state). A tile on one unit at the entry that the body hands to the other and
+//    never writes (Q scaled by a map after its copy, then Q K^T in the key loop) is on both at the
+//    entry: handed over once, before the loop (one slot), so the loop has no hand-off for it and
+//    skew_cube_loops / rotate_vector_loops pipeline it as a loop over a copied Q (session 41).
+//    An if joins its branches: a tile on both units in one branch and on one unit in the other is
+//    on that unit after the if (paged decode's page copies under `if j * P + jj < pages` into a V
+//    tile handed to the Cube in the previous step); a tile on the Cube in one branch and the
+//    Vector in the other is an error.
 // 2. Accumulating gemm on a vector-updated tile (flash attention's acc_o, rescaled by the vector
 //    code between gemms): `gemm A, B -> X` becomes `gemm A, B -> X_pv (L0C, clear)`, a hand-off
 //    X_pv -> X_pv_ub, and `X_ub = X_ub + X_pv_ub`: the same sum, on the vector side.
