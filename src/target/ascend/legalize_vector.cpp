@@ -3694,9 +3694,11 @@ int MapLowering::select_int32(ir::BinOp op, int a, int b, int x, int y, const Sp
   constexpr double kExact = 16777216.0;  // 2^24
   if (bound(x) < kExact && bound(y) < kExact) return to_type(sel(operand(x, true), operand(y, false)), kI32, sp);
   int m = to_type(sel(operand(scalar_const(1, kI32), true), scalar_const(0.0, kF32)), kI32, sp);
-  int not_m = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, m, scalar_const(-1, kI32), sp), scalar_const(1, kI32), sp);
+  int minus_m = bin(ir::BinOp::Mul, m, scalar_const(-1, kI32), sp);
+  int not_m = bin(ir::BinOp::Add, minus_m, scalar_const(1, kI32), sp);
   int xm = bin(ir::BinOp::Mul, x, m, sp), ym = bin(ir::BinOp::Mul, y, not_m, sp);
-  for (int k : {m, not_m, xm, ym}) nodes_[k].passes = true;  // the lane the mask keeps passes through (the checker)
+  // the lane the mask keeps passes through (the checker); -m too, so 1 - m may take its temporary as before
+  for (int k : {m, minus_m, not_m, xm, ym}) nodes_[k].passes = true;
   return bin(ir::BinOp::Add, xm, ym, sp);
 }
 
