@@ -89,6 +89,9 @@ class BoundsChecker : public Visitor {
     switch (s->kind) {
       case StmtKind::If: {  // a guarded access may never run: not provably out of bounds
         visit(as<IfNode>(s)->cond);
+        // except a store both arms make (the same element, whichever arm runs: hunt40 F3): it runs where
+        // the if does (an outer if's record stands)
+        for (const void* st : both_arms(s)) both_.emplace(st, guarded_);
         ++guarded_;
         visit(as<IfNode>(s)->then_body);
         visit(as<IfNode>(s)->else_body);
@@ -127,7 +130,11 @@ class BoundsChecker : public Visitor {
       }
       case StmtKind::Store: {
         auto* n = as<StoreNode>(s);
-        check(s.get(), n->buffer, n->indices, nullptr, s->span);
+        const int guarded = guarded_;
+        auto both = both_.find(s.get());
+        if (both != both_.end()) guarded_ = both->second;
+        check(s.get(), n->buffer, n->indices, nullptr, s->span, false, both != both_.end());
+        guarded_ = guarded;
         Visitor::visit(s);
         return;
       }
@@ -174,8 +181,9 @@ class BoundsChecker : public Visitor {
   // An element access buffer[indices], or (extents set) a region: indices are its starts, and
   // start + extent - 1 must be inside too. A region that clips (a global gemm operand: code
   // generation clips it, outside reads as 0) is never an error, only recorded when not proved.
+  // both_arms: the store is one that both arms of an if make (reported as such)
   void check(const void* access, const Buffer& b, const std::vector<Expr>& indices, const std::vector<Expr>* extents,
-             const Span& sp, bool clips = false) {
+             const Span& sp, bool clips = false, bool both_arms = false) {
     const bool tile = b->scope != Scope::global || clips;
     if (indices.size() != b->shape.size() || (extents && extents->size() != indices.size())) {
       if (tile) unproved.insert(access);  // the verifier reports it; never left unchecked
@@ -201,6 +209,7 @@ class BoundsChecker : public Visitor {
         what = "is always outside dimension " + std::to_string(d) + " of size " + std::to_string(*dim) +
                " (the index lies within " + interval_text(r->lo, r->hi) + ")";
       }
+      if (both_arms) what += "; the if and its else both store this element, so one of them always runs";
       std::string index = extents ? "region start " + print(indices[d]) + " (extent " + print((*extents)[d]) + ")"
                                   : "index " + print(indices[d]);
       // port37 F4: `if i == 0 or x[i] != x[i - 1]:` reads x[-1] (cpu prints `or` as `|`)
@@ -333,7 +342,36 @@ class BoundsChecker : public Visitor {
     return std::nullopt;  // not reached: the switch lists every enumerator
   }
 
+  // The stores an if makes whichever arm runs: the straight-line stores of its then arm that its else arm
+  // makes at the same indices (an else's if counts by the same rule: elif chains), both arms' of each pair.
+  static std::vector<const void*> both_arms(const Stmt& s) {
+    std::vector<const void*> out;
+    auto* n = as<IfNode>(s);
+    if (!n->else_body) return out;
+    auto made = [](const Stmt& arm) {
+      std::vector<const StoreNode*> st;
+      for (const Stmt& x : stmts_of(arm)) {
+        if (x->kind == StmtKind::Store) st.push_back(as<StoreNode>(x));
+        if (x->kind == StmtKind::If)
+          for (const void* y : both_arms(x)) st.push_back(static_cast<const StoreNode*>(y));
+      }
+      return st;
+    };
+    auto same = [](const StoreNode* a, const StoreNode* b) {
+      if (a->buffer.get() != b->buffer.get() || a->indices.size() != b->indices.size()) return false;
+      for (size_t d = 0; d < a->indices.size(); ++d)
+        if (!structural_equal(a->indices[d], b->indices[d])) return false;
+      return true;
+    };
+    const auto t = made(n->then_body), e = made(n->else_body);
+    for (const StoreNode* a : t)
+      for (const StoreNode* b : e)
+        if (same(a, b)) out.push_back(a), out.push_back(b);
+    return out;
+  }
+
   const Kernel& k_;
+  std::unordered_map<const void*, int> both_;  // a store both arms of an if make: the guard depth of that if
   std::unordered_map<const void*, Range> vars_;
   int guarded_ = 0;
   int logic_ = 0;  // inside an operand of and / or

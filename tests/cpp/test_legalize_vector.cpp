@@ -32,8 +32,8 @@ ir::Kernel legalize(const std::string& text) { return legalize_vector(ir::parse_
 // The vector passes of the automatic pipeline in its order (pipeline.cpp), for the numerics tests.
 ir::Kernel vector_passes(const std::string& text) {
   ir::Kernel k = ir::parse_kernel(text, "vec.tw");
-  for (auto* pass : {fold_exp2_scale, expand_math, expand_int8_fill, convert_copies, legalize_vector}) k = pass(k, b2());
-  return k;
+  for (auto* pass : {fold_exp2_scale, expand_math, expand_int8_fill, convert_copies}) k = pass(k, b2());
+  return legalize_vector(k, b2());
 }
 std::string after(const std::string& text) { return ir::print(legalize(text)); }
 // expand_math, then legalize_vector (the expansions lowered)

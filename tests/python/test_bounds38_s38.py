@@ -29,7 +29,7 @@ def make(form, dtype="float32"):
     the else branch of `if x[j] < 4`; nested: `if x[j] > 2:` then `if j + n < 9` (off by one); inplace:
     `Y[0, j + n] = Y[0, j + n] * 2` under `if x[j] > 2` (float16 computes it in float32: the preload cast up and
     back); row: Y[n, j] under `if x[j] > 2` (a run-time row); same / add: `Y[0, j + n] = Y[0, j + n]` / `... + z[j]`
-    under `if x[j] > 2`."""
+    under `if x[j] > 2`; guardadd: `Y[0, j + n] = Y[0, j + n] + x[j]` under `if j + n < 8`."""
     @T.prim_func
     def k(X: T.Tensor((8,), dtype), N: T.Tensor((1,), "int32"), Y: T.Tensor((2, 8), dtype)):
         with T.Kernel(1) as bx:
@@ -72,6 +72,9 @@ def make(form, dtype="float32"):
                 elif form == "add":  # the value read plus z == 0 (test_bounds40_s40)
                     if x[j] > 2:
                         Y[0, j + n] = Y[0, j + n] + z[j]
+                elif form == "guardadd":  # the guard idiom in place (test_bounds41_s41)
+                    if j + n < 8:
+                        Y[0, j + n] = Y[0, j + n] + x[j]
                 else:  # row
                     if x[j] > 2:
                         Y[n, j] = x[j]

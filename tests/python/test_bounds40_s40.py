@@ -168,9 +168,8 @@ def test_a_tile_copied_onto_itself_keeps_the_preload(dtype, n):
     assert y.tolist() == want.tolist() and "Muls(" not in k.get_source()
 
 
-@pytest.mark.xfail(strict=True, reason="open (docs/ascend.md Bounds, bounds40 F3): a stored value equal to the "
-                                       "preloaded one by arithmetic (+ 0) passes the checker's by-value rule")
 def test_inplace_store_of_the_read_value_past_the_tensor_is_reported():
+    """bounds40 F3, fixed in session 41 (test_bounds41_s41: every dtype): the user's `+ z` with z == 0 is a store."""
     args = [np.arange(1, 9).astype(np.int32), np.array([3], np.int32), np.zeros((2, 8), np.int32)]
     reports = tw.compile(B38.make("add", "int32"), target=TARGET).profile(*args)["reports"]
     assert any("index 8 of dimension 1 of tensor Y" in r for r in reports), reports

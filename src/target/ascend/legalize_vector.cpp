@@ -11,6 +11,8 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -303,6 +305,9 @@ struct Node {
   // its tile operands the variables `holes` standing for args (MapLowering::element_loop)
   std::vector<Var> holes;
   Range proven;  // a range of the value proven where the node is made (range_of: int8 quotients, a staged tensor's dtype)
+  // a pass-through operand (select_int32's blend mask and terms, wrap's multiple of 256; legalize_vector.h): a
+  // temporary it is placed in holds only such values and is reported by name (the destination never is)
+  bool passes = false;
   Span span;
 };
 
@@ -501,7 +506,10 @@ class MapLowering {
 
 class Legalizer {
  public:
-  Legalizer(const ir::Kernel& k, const target::Target& t) : k_(k), t_(t), names_(k) {}
+  Legalizer(const ir::Kernel& k, const target::Target& t, std::set<std::string>* passes)
+      : k_(k), t_(t), names_(k) {
+    passes_ = passes;
+  }
 
   ir::Kernel run() {
     (void)t_;
@@ -604,6 +612,8 @@ class Legalizer {
             std::vector<Stmt>& out) {
     return names_.ub(owner, suffix, t, shape, sp, out);
   }
+  // the names of the temporaries that hold pass-through operands (Node::passes; legalize_vector.h)
+  std::set<std::string>* passes_ = nullptr;
   // rewrite_map_whole's temporaries of lets: their values' range (MapLowering::range_of), set where stored
   std::unordered_map<const ir::BufferNode*, Range> let_tiles_;
   // range36: on-chip int32 tiles whose every write in the kernel stores an int8 / uint8 / bool element converted
@@ -2057,7 +2067,9 @@ int MapLowering::wrap(int x, DType t, const Span& sp) {
   int y = bin(ir::BinOp::Mul, bin(ir::BinOp::Add, x, F(-lo), sp), F(1.0 / 256), sp);
   int q = step_cast(y, DType(DTypeCode::i32), sp);
   nodes_[q].floor = true;
-  int r = bin(ir::BinOp::Sub, x, bin(ir::BinOp::Mul, step_cast(q, kF32, sp), F(256), sp), sp);
+  int m = bin(ir::BinOp::Mul, step_cast(q, kF32, sp), F(256), sp);
+  nodes_[m].passes = true;  // x - 0 where x is already in range: x passes through (the checker's preload state)
+  int r = bin(ir::BinOp::Sub, x, m, sp);
   return step_cast(step_cast(r, kF16, sp), t, sp);
 }
 
@@ -3682,8 +3694,12 @@ int MapLowering::select_int32(ir::BinOp op, int a, int b, int x, int y, const Sp
   constexpr double kExact = 16777216.0;  // 2^24
   if (bound(x) < kExact && bound(y) < kExact) return to_type(sel(operand(x, true), operand(y, false)), kI32, sp);
   int m = to_type(sel(operand(scalar_const(1, kI32), true), scalar_const(0.0, kF32)), kI32, sp);
-  int not_m = bin(ir::BinOp::Add, bin(ir::BinOp::Mul, m, scalar_const(-1, kI32), sp), scalar_const(1, kI32), sp);
-  return bin(ir::BinOp::Add, bin(ir::BinOp::Mul, x, m, sp), bin(ir::BinOp::Mul, y, not_m, sp), sp);
+  int minus_m = bin(ir::BinOp::Mul, m, scalar_const(-1, kI32), sp);
+  int not_m = bin(ir::BinOp::Add, minus_m, scalar_const(1, kI32), sp);
+  int xm = bin(ir::BinOp::Mul, x, m, sp), ym = bin(ir::BinOp::Mul, y, not_m, sp);
+  // the lane the mask keeps passes through (the checker); -m too, so 1 - m may take its temporary as before
+  for (int k : {m, minus_m, not_m, xm, ym}) nodes_[k].passes = true;
+  return bin(ir::BinOp::Add, xm, ym, sp);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -3867,7 +3883,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   Place dstp{st->buffer, st->indices};
   std::vector<Place> place(n);
   int dst_holder = -1;
-  struct Temp { Buffer buf; Shape shape; DType dtype; int holder; };
+  struct Temp { Buffer buf; Shape shape; DType dtype; int holder; bool passes; };
   std::vector<Temp> temps;
   std::vector<Stmt> allocs, code;
   auto idx_for = [&](Shape s) {
@@ -3896,14 +3912,18 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
     } else {
       Temp* t = nullptr;
       for (auto& tp : temps)
-        if (tp.shape == nd.shape && tp.dtype == nd.dtype && dead(tp.holder)) { t = &tp; break; }
+        if (tp.shape == nd.shape && tp.dtype == nd.dtype && tp.passes == nd.passes && dead(tp.holder)) {
+          t = &tp;
+          break;
+        }
       if (!t) {
         std::vector<int64_t> shape;
         if (nd.shape == Shape::Full) shape = ext_;
         else if (nd.shape == Shape::Row) shape = {ext_[0]};
         else shape = {ext_.back()};
         Buffer b = L_.ub(st->buffer, "_t", nd.dtype, shape, sp, allocs);
-        temps.push_back(Temp{b, nd.shape, nd.dtype, -1});
+        if (nd.passes && L_.passes_) L_.passes_->insert(b->name);
+        temps.push_back(Temp{b, nd.shape, nd.dtype, -1, nd.passes});
         t = &temps.back();
       }
       t->holder = ki;
@@ -4174,8 +4194,8 @@ void MapLowering::emit_where(const Node& n, const Place& at, std::vector<Stmt>& 
 
 }  // namespace
 
-ir::Kernel legalize_vector(const ir::Kernel& kernel, const target::Target& target) {
-  return Legalizer(kernel, target).run();
+ir::Kernel legalize_vector(const ir::Kernel& kernel, const target::Target& target, std::set<std::string>* passes) {
+  return Legalizer(kernel, target, passes).run();
 }
 
 }  // namespace tw::ascend

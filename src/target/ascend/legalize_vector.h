@@ -127,11 +127,21 @@
 //    dim, a scatter, ~ and shifts of int8/uint8 tiles, ...) is an ir::Error at the kernel source line.
 #pragma once
 
+#include <set>
+#include <string>
+
 #include "target/registry.h"
 #include "tilewright/ir.h"
 
 namespace tw::ascend {
 
-ir::Kernel legalize_vector(const ir::Kernel& kernel, const target::Target& target);
+// passes (checker metadata, not printed): gets the names of the temporaries that hold a pass-through operand,
+// the int32 where blend's 0 / 1 mask and terms (select_int32: x * m + y * (1 - m)) and the int8 / uint8 wrap's
+// multiple of 256 (v - floor((v + 128) / 256) * 256): where such a lane is the identity of a Mul / Add / Sub
+// (1; 0), the other operand's lane passes through unchanged, and the simulator's preloaded state follows it there
+// (written.cpp), and only there: a user's own `+ z` with z == 0 is a store (bounds40 F3). Their temporaries
+// hold nothing else. multi_buffer, map_grid and simplify keep buffer names; select_instructions reads them
+// (program.h BufferDecl::passes).
+ir::Kernel legalize_vector(const ir::Kernel& kernel, const target::Target& target, std::set<std::string>* passes = nullptr);
 
 }  // namespace tw::ascend

@@ -115,12 +115,13 @@ Program lower_automatic_kernel(transform::PassLog& log, const target::Target& ta
   log.run("expand_math", with_target(expand_math));              // exp2, tanh, erf, ... -> exp/log/sqrt/abs
   log.run("expand_int8_fill", with_target(expand_int8_fill));    // int8/uint8 fills -> maps
   log.run("convert_copies", with_target(convert_copies));        // converting / UB->UB copies -> copies + maps
-  log.run("legalize_vector", with_target(legalize_vector));      // one vector instruction per statement
+  std::set<std::string> passes;  // legalize_vector's pass-through temporaries (checker metadata)
+  log.run("legalize_vector", [&](const ir::Kernel& k) { return legalize_vector(k, target, &passes); });  // one vector instruction per statement
   log.run("multi_buffer", [&](const ir::Kernel& k) { return multi_buffer(k, target, max_stages); });  // T.Pipelined stages -> buffer copies
   log.run("map_grid", with_target(map_grid));                    // grid -> cores, L2-friendly order
   log.run("simplify", [](const ir::Kernel& k) { return transform::simplify(k); });
   const ProgramStage check{target};  // program passes: verified and recorded like the Tile IR ones
-  Program p = log.run("select_instructions", log.kernel(), [&](const ir::Kernel& k) { return select_instructions(k, target, /*auto_sync=*/true); }, check);  // instruction selection
+  Program p = log.run("select_instructions", log.kernel(), [&](const ir::Kernel& k) { return select_instructions(k, target, /*auto_sync=*/true, &passes); }, check);  // instruction selection
   p = log.run("plan_memory", p, [&](const Program& q) { return plan_memory(q, target, /*reuse=*/true, &dims); }, check);  // static addresses with liveness-based reuse
   p = log.run("insert_sync", p, [&](const Program& q) { return insert_sync(q, target); }, check);  // flags and barriers
   p = log.run("select_vector_calls", p, [&](const Program& q) { return select_vector_calls(q, target); }, check);  // vector instructions -> AscendC calls

@@ -106,6 +106,7 @@ struct BufferDecl {
   std::string temp_of;  // a compiler temporary: the user buffer it serves (ir::BufferNode::temp_of)
   int64_t stages = 0;   // copies in the leading dim (ir::BufferNode::stages: multi_buffer), else 0
   ir::TilePart part_of;  // the user's tile it stands for (ir::BufferNode::part_of: split_cube_vector)
+  bool passes = false;   // holds pass-through operands (legalize_vector.h; checker metadata, not printed)
 };
 
 // ---------------------------------------------------------------------------------------------

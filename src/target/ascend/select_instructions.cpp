@@ -152,8 +152,8 @@ struct GmWindow {
 
 class Lowerer {
  public:
-  Lowerer(const ir::Kernel& k, const target::Target& t, bool auto_sync)
-      : k_(k), t_(t), hw_(t.ascend), auto_sync_(auto_sync) {}
+  Lowerer(const ir::Kernel& k, const target::Target& t, bool auto_sync, const std::set<std::string>* passes)
+      : k_(k), t_(t), hw_(t.ascend), auto_sync_(auto_sync), passes_(passes) {}
 
   Program run() {
     if (t_.kind != target::TargetKind::ascend)
@@ -343,6 +343,7 @@ class Lowerer {
       p_.buffers.back().temp_of = b->temp_of;
       p_.buffers.back().stages = b->stages;
       p_.buffers.back().part_of = b->part_of;
+      p_.buffers.back().passes = passes_ && passes_->count(b->name);
       bufs_[b.get()] = g;
     }
     if (need_a > 0) {
@@ -2768,6 +2769,7 @@ class Lowerer {
   const target::Target& t_;
   const target::AscendParams& hw_;
   bool auto_sync_ = false;  // see select_instructions.h
+  const std::set<std::string>* passes_ = nullptr;  // see select_instructions.h
   Program p_;
   CoreKind core_ = CoreKind::C;
   std::unordered_map<const ir::BufferNode*, int> params_;
@@ -3003,8 +3005,9 @@ class Lowerer {
 
 }  // namespace
 
-Program select_instructions(const ir::Kernel& kernel, const target::Target& target, bool auto_sync) {
-  return Lowerer(kernel, target, auto_sync).run();
+Program select_instructions(const ir::Kernel& kernel, const target::Target& target, bool auto_sync,
+                            const std::set<std::string>* passes) {
+  return Lowerer(kernel, target, auto_sync, passes).run();
 }
 
 }  // namespace tw::ascend

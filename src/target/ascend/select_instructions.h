@@ -60,6 +60,9 @@
 // Every error is an ir::Error at the kernel source line of the offending statement.
 #pragma once
 
+#include <set>
+#include <string>
+
 #include "target/ascend/program.h"
 #include "target/registry.h"
 #include "tilewright/ir.h"
@@ -68,7 +71,9 @@ namespace tw::ascend {
 
 // auto_sync: the automatic pipeline, whose insert_sync runs next and synchronises every
 // instruction; false (expert mode): instructions this lowering adds are fenced here.
-Program select_instructions(const ir::Kernel& kernel, const target::Target& target, bool auto_sync = false);
+// passes: legalize_vector's pass-through temporaries, by name (BufferDecl::passes).
+Program select_instructions(const ir::Kernel& kernel, const target::Target& target, bool auto_sync = false,
+                            const std::set<std::string>* passes = nullptr);
 
 // The event id the expansion of T.gemm on L1 operands uses for its MTE1->M / M->MTE1 flags.
 // Kernels that use T.gemm on L1 operands must not use it for those pairs themselves.

@@ -322,9 +322,16 @@ void Written::execute(Core& c, const RInstr& r, const std::vector<Machine::Acces
   }
   // an operation that passes a lane through where the other operand is its identity (x * 1, x + 0, x - 0): an
   // int32 map's `where` blends, v * m + y * (1 - m) (legalize_vector select_int32: Mul, Mul, Add), and an int8
-  // / uint8 map's wrap of the selected float32 value, v - floor((v + 128) / 256) * 256 (Sub)
+  // / uint8 map's wrap of the selected float32 value, v - floor((v + 128) / 256) * 256 (Sub), known by an operand
+  // in a temporary that holds only their mask, terms and multiples of 256 (program.h BufferDecl::passes; the
+  // other may be the map's destination). The user's own `+ z` with z == 0 is a store (bounds40 F3).
+  auto passes = [&](const RMem& m) {
+    return !m.gm && m.index >= 0 && static_cast<size_t>(m.index) < m_.prog.buffers.size() &&
+           m_.prog.buffers[static_cast<size_t>(m.index)].passes;
+  };
   auto blend = [&](const RVecCall& x) {
-    return any_kept_ && (x.api == VecApi::Mul || x.api == VecApi::Add || x.api == VecApi::Sub);
+    return any_kept_ && (x.api == VecApi::Mul || x.api == VecApi::Add || x.api == VecApi::Sub) &&
+           (passes(x.src0) || passes(x.src1));
   };
   if (auto* x = std::get_if<RVecCall>(&r.op);
       x && (x->api == VecApi::Select || x->api == VecApi::SelectScalar || blend(*x)) && write && m_.opt.functional) {
