@@ -344,8 +344,26 @@ class Checker {
         for (int k : ks) c = std::min(kMaxPoints + 1, c * std::max<int64_t>(vars_[k].ext, 0));
         return c;
       };
-      if (points(ps) > kMaxPoints || points(qs) > kMaxPoints) {  // too many to enumerate: may meet
-        v.certain = false;
+      if (points(ps) > kMaxPoints || points(qs) > kMaxPoints) {  // too many to enumerate
+        // one variable v of both, every relation c * v + d = c * v' (the same c): v' = v + d / c, one offset
+        std::optional<int64_t> shift;
+        bool linear = ps.size() == 1 && ps == qs;
+        for (size_t r : rs) {
+          const Affine &fs = rels[r].fs, &fa = rels[r].fa;
+          linear = linear && fs.terms.size() == 1 && fa.terms.size() == 1 && fs.terms[0].coef == fa.terms[0].coef &&
+                   var_index(fs.terms[0].atom) == ps[0] && var_index(fa.terms[0].atom) == ps[0] &&
+                   rels[r].d % fs.terms[0].coef == 0 && (!shift || *shift == rels[r].d / fs.terms[0].coef);
+          if (linear) shift = rels[r].d / fs.terms[0].coef;
+        }
+        if (linear && shift) {
+          const int k = ps[0];
+          if (*shift >= vars_[k].ext || -*shift >= vars_[k].ext) return {};  // the offset leaves the range
+          v.p[k] = vars_[k].lo + std::max<int64_t>(0, -*shift);
+          v.q[k] = *v.p[k] + *shift;
+          differ = differ || *shift != 0;
+          continue;
+        }
+        v.certain = false;  // may meet
         for (int k : ps) differ = differ || (in(qs, k) && vars_[k].ext >= 2);
         continue;
       }
