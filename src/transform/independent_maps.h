@@ -16,8 +16,9 @@
 // on both sides (their difference a constant), atoms of the map's variables alone ((i + 1) % 4,
 // bm - 1 - i, 2 * j + 1, i // 2) are evaluated at every value of the variables they use (each
 // group of variables that share a dimension enumerated on its own: a 64 x 128 map is 64 + 128
-// points, not 8192^2 pairs). Guards of the accesses (an `if` of the map's variables alone) are
-// evaluated at those points too. Exact for these forms.
+// points, not 8192^2 pairs; a group of more than 2^20 points is decided for one variable at a
+// constant offset, x[i] vs x[i + c], else taken as "may meet"). Guards of the accesses (an `if` of
+// the map's variables alone) are evaluated at those points too. Exact for these forms.
 //
 // Undecidable dimensions (an index read from memory, x[i, idx[i, j]]; an atom mixing the map's
 // variables with other values, (bx + i) % 4; different non-constant offsets, x[i, j] vs x[i, n])
