@@ -9,12 +9,14 @@
 #include "support/env.h"
 #include "support/sha256.h"
 #include "transform/check_bounds.h"
+#include "transform/independent_maps.h"
 
 namespace tw::transform {
 
 PassLog::PassLog(const ir::Kernel& input, const std::string& target) : kernel_(input) {
   ir::verify(kernel_);  // user errors are reported against the user's own program first
   check_bounds(kernel_);  // accesses that certainly go out of bounds are compile-time errors
+  check_independent_maps(kernel_);  // a T.Parallel map whose iterations depend on each other is one too
   const std::string& dir = support::env().dump_ir_dir;
   if (!dir.empty()) {  // one directory per distinct kernel, so two kernels named `main` do not collide
     std::string hash = support::sha256_hex(ir::print(kernel_)).substr(0, 8);

@@ -241,7 +241,7 @@ def unstaged(form):
     ("scatter", "data-dependent index (a scatter)", "gather instead"),
     ("gather", "T.Parallel read A[Ix[i]] of global tensor 'A'", "copy the rows it reads into a tile first"),
     ("stride", "T.Parallel read A[i * 2] of global tensor 'A'", "copy the rows it reads into a tile first"),
-    ("overlap", "in a map that stores C[i]", "write the result into another tensor"),
+    ("overlap", "stores into 'C' at C[i] and reads it at C[i + 1]", "T.copy(C, C_old)"),  # h-selfread41: every target
 ])
 def test_forms_not_staged_name_the_access_and_the_form_that_runs(form, message, hint):
     with pytest.raises(tw.TilewrightError) as e:

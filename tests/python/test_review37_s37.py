@@ -54,7 +54,8 @@ def self_read(N, math):
 
 @pytest.mark.parametrize("math", [True, False])
 def test_r2_scalar_read_of_a_stored_tile_is_refused(math):
-    with pytest.raises(tw.TilewrightError, match="reads one element 't'.* of a tile it stores to"):
+    # since session 41 the error of transform/independent_maps.h, on every target (h-selfread41)
+    with pytest.raises(tw.TilewrightError, match=r"stores into 't' at t\[i\] and reads it at t\[0\]"):
         tw.compile(self_read(7, math), target=TARGET, out_idx=[1])
 
 

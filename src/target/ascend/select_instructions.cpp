@@ -2449,14 +2449,16 @@ class Lowerer {
     VecOperand dst{LocalRef{dacc->buf->index, dacc->offset}, loops.size() == 2 ? C(*dstride) : cols_e};
 
     auto is_load = [](const Expr& e) { return e->kind == ir::ExprKind::Load; };
-    auto load_acc = [&](const Expr& e) { auto* l = as<ir::LoadNode>(e); return access(l->buffer, l->indices, loops, sp); };
+    // an operand's error points at the operand: a let's value (b = x[i, j + h] ... b * s) at the let's line (hunt40 F5)
+    auto at = [&](const Expr& e) -> const Span& { return e->span.known() ? e->span : sp; };
+    auto load_acc = [&](const Expr& e) { auto* l = as<ir::LoadNode>(e); return access(l->buffer, l->indices, loops, at(e)); };
     auto full_any = [&](const Expr& e) -> std::optional<std::pair<VecOperand, ir::DType>> {
       if (!is_load(e)) return std::nullopt;
       auto a = load_acc(e);
       if (!a) return std::nullopt;
       auto s = full_stride(*a, loops.size());
       if (!s) return std::nullopt;
-      map_operand_aligned(*a, sp);
+      map_operand_aligned(*a, at(e));
       return std::make_pair(VecOperand{LocalRef{a->buf->index, a->offset}, loops.size() == 2 ? C(*s) : cols_e},
                             a->buf->dtype);
     };
@@ -2471,7 +2473,7 @@ class Lowerer {
       if (!is_load(e)) return std::nullopt;
       auto a = load_acc(e);
       if (!a || !row_vector(*a, loops.size()) || a->buf->dtype != t) return std::nullopt;
-      map_operand_aligned(*a, sp);
+      map_operand_aligned(*a, at(e));
       return LocalRef{a->buf->index, a->offset};
     };
     auto scalar = [&](const Expr& e) { return invariant(e, loops); };
