@@ -18,6 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
 
 import masked_attention as ma  # noqa: E402
+from tw_test_util import unchecked_code_only
 
 
 def summary_reference(mask, bm, bn):
@@ -391,6 +392,7 @@ def test_window_mask_with_bands_is_exact(sq, w, layout):
     assert_close(out, whole, atol=1e-6, rtol=1e-5)
 
 
+@unchecked_code_only
 def test_bands_with_default_blocks():
     # 64 x 64 blocks (the bench's), the window as a mask tensor and as causal + window (the band
     # then from the formulas, Bands unread); the gemm calls carry the band
