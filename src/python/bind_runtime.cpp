@@ -688,6 +688,8 @@ void bind_runtime(nb::module_& m) {
     const auto& e = support::env();
     return std::make_tuple(e.verbose, e.progress, e.cache_disabled, e.cache_max_bytes);
   }, "(verbose, progress, cache_disabled, cache_max_bytes) as read from the environment");
+  m.def("bounds_check", [] { return support::env().bounds_check; },
+        "whether TW_BOUNDS_CHECK is on in this process (cpu kernels compiled in checked mode)");
   m.def("target_info", [](std::string_view name) {
     const auto& t = target::find_target(name);
     nb::dict d;

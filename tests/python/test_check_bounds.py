@@ -9,7 +9,7 @@ import tilewright as tw
 import tilewright.language as T
 from tilewright import TilewrightError
 
-from tw_test_util import assert_located, load_example
+from tw_test_util import assert_located, load_example, unchecked_code_only
 
 THIS_FILE = __file__
 
@@ -36,6 +36,7 @@ def test_non_affine_tile_store_out_of_range_is_a_compile_error(target):
     at(ei, "@cube", "index i * i * i of 'x' reaches 343, outside dimension 0 of size 8")
 
 
+@unchecked_code_only
 def test_monotone_tile_indices_are_proved_and_unchecked():
     @T.prim_func
     def folded(X: T.Tensor((8, 8), "float32"), Y: T.Tensor((8, 8), "float32")):
@@ -56,6 +57,7 @@ def test_monotone_tile_indices_are_proved_and_unchecked():
     assert np.array_equal(k(x), want)
 
 
+@unchecked_code_only
 def test_clamped_gather_index_is_proved():
     # bench/op_zoo.py's cross entropy: x[i, T.min(T.max(lab[i], 0), N - 1)] with lab read from an
     # int32 tensor: a loaded value lies within its dtype, so the clamp proves the index.
@@ -167,6 +169,7 @@ EXAMPLES = {
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
+@unchecked_code_only
 def test_examples_have_no_run_time_tile_checks(name):
     # The hot loops of the examples index tiles by loop variables: all proved, none checked.
     kernel = EXAMPLES[name](load_example(name))

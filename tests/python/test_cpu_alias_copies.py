@@ -18,8 +18,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
 
 import flash_attention as fa  # noqa: E402
+from tw_test_util import unchecked_code_only
 
 
+@unchecked_code_only
 def test_flash_attention_reads_the_score_tile_in_place():
     src = fa.flash_attention(1, 2, 300, 64, True, block_M=128, block_N=128).get_source()
     assert "acc_s_cast" not in src  # no tile, no copy: the P V gemm reads acc_s

@@ -28,6 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
 
 import paged_attention as pa  # noqa: E402
+from tw_test_util import unchecked_code_only
 
 TOL = {"bfloat16": 2.0 ** -7, "float32": 1e-5}
 
@@ -102,6 +103,7 @@ def test_vdpbf16ps_semantics_in_the_decode():
                  rtol=TOL["bfloat16"])
 
 
+@unchecked_code_only
 def test_bench_deletion_probes():
     # bench/paged_decode_ab.py's @-qk / @-pv / @-passes / @-next variants (the breakdown of
     # docs/performance.md "Session 28"): each is the generated kernel less one part, and compiles

@@ -22,6 +22,7 @@ sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "bench")]
 
 import op_zoo  # noqa: E402
 import softmax  # noqa: E402
+from tw_test_util import unchecked_code_only  # noqa: E402
 
 SHAPES = [(1, 1), (1, 4095), (13, 37), (37, 4095), (9, 64), (17, 4096), (5, 1)]
 
@@ -123,6 +124,7 @@ def _same_bits(a, b):
     return np.array_equal(np.where(nan, 0, a).view(np.uint32), np.where(nan, 0, b).view(np.uint32))
 
 
+@unchecked_code_only
 def test_generated_code_calls_the_chunk_form_where_the_value_is_the_call():
     cases = [
         (softmax.softmax.__wrapped__(4096), 1),           # row pipeline: max | exp + sum | divide + store
@@ -231,6 +233,7 @@ def softmax_shifted(N, shift=0.0, other=False, block_M=8):
     return main
 
 
+@unchecked_code_only
 def test_nonpos_chunk_only_where_the_argument_is_a_row_max_shift():
     def calls(prim):
         src = tw.compile(prim).get_source("c++")

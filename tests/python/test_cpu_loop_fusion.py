@@ -17,6 +17,7 @@ import tilewright.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
 from op_zoo import frobenius  # noqa: E402  (M, N, block_M): one program walks the row blocks
+from tw_test_util import unchecked_code_only  # noqa: E402
 
 
 @pytest.mark.parametrize("M,N", [(37, 301), (8, 64), (1, 1), (5, 3), (64, 4097)])
@@ -26,6 +27,7 @@ def test_block_loop_norm_matches_float64(M, N):
     np.testing.assert_allclose(got, [np.linalg.norm(x.astype(np.float64))], rtol=2e-6)
 
 
+@unchecked_code_only
 def test_block_loop_norm_reads_its_input_once():
     src = frobenius(37, 301).get_source("c++")
     body = src[src.index("for (int64_t k = 0;"):]
@@ -49,6 +51,7 @@ def block_loop_map(M, N, block_M=8):
 
 
 @pytest.mark.parametrize("M,N", [(37, 301), (3, 64), (16, 1000)])
+@unchecked_code_only
 def test_block_loop_map_copy_out(M, N):
     x = np.random.default_rng(N).standard_normal((M, N)).astype(np.float32)
     k = block_loop_map(M, N)
@@ -122,6 +125,7 @@ def log_softmax_two_tiles(N, block_M=8):
     return main
 
 
+@unchecked_code_only
 def test_map_writing_two_tiles_reads_its_input_in_place():
     """A first map that writes `x - max` into x and its exp into e overwrites x, so the copy
     into x is a read-in-place view (the reduction and that map read X), and the map's second

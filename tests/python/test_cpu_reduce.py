@@ -16,6 +16,7 @@ import tilewright.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
 from op_zoo import reduce_mid  # noqa: E402  (A, B, C, kind, block_C, dtype)
+from tw_test_util import unchecked_code_only  # noqa: E402
 
 
 REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
@@ -54,6 +55,7 @@ def test_middle_axis_reduce_other_dtypes(dtype, kind):
 @pytest.mark.parametrize("kind", ["sum", "max", "min"])
 @pytest.mark.parametrize("B", [1, 3, 4, 37])
 @pytest.mark.parametrize("offset", [0, 1, 5, 15])
+@unchecked_code_only
 def test_middle_axis_reduce_over_whole_rows_walks_one_row_a_step(kind, B, offset):
     """A float32 tile of whole rows (block_C == C: the view's rows lie back to back in X) is
     reduced one row a step, its loads aligned by a scalar head per row (X starting `offset`
@@ -94,6 +96,7 @@ def test_middle_axis_reduce_over_whole_rows_keeps_four_row_passes_outside_float3
 
 
 @pytest.mark.parametrize("kind", ["sum", "max"])
+@unchecked_code_only
 def test_column_reduce_of_row_blocks_counts_the_padded_rows(kind):
     """A 2-D row block whose last block passes the tensor's end: its missing rows read 0 (the
     copy's masked path) and take part in the column reduction, on the in-place path and the
@@ -119,6 +122,7 @@ def test_column_reduce_of_row_blocks_counts_the_padded_rows(kind):
     assert "elided: x is only read" in src  # the full blocks read X in place
 
 
+@unchecked_code_only
 def test_middle_axis_reduce_reads_the_tensor_in_place_four_rows_per_pass():
     """The shape of the generated code: the copy into the (37, 64) tile is elided on the fast
     path, and the reduction combines four rows per pass over the accumulators, in row order,
@@ -170,6 +174,7 @@ def test_narrow_softmax_matches_float64(M, N):
     np.testing.assert_allclose(softmax.softmax(N)(x), softmax.reference(x), rtol=1e-5, atol=1e-6)
 
 
+@unchecked_code_only
 def test_narrow_softmax_reduces_across_rows():
     """Rows of one element: no fused map + row reduction (its per-row vector accumulators and
     fold cost more than the row), and the reductions run one accumulator per row, the loop over

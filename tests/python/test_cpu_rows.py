@@ -21,6 +21,7 @@ import layer_norm  # noqa: E402
 import op_zoo  # noqa: E402
 import rms_norm  # noqa: E402
 import softmax  # noqa: E402
+from tw_test_util import unchecked_code_only  # noqa: E402
 
 
 def _log_softmax_ref(x):
@@ -99,6 +100,7 @@ def test_row_kernel_page_offsets_streaming_path(name, offsets):
     _check(name, y, x0, ws, "float32")
 
 
+@unchecked_code_only
 def test_log_softmax_fuses_like_softmax():
     """The op zoo's log-softmax writes one tile per map: exp(x - max) is fused into the row sum
     (its tile never written), x is read from X in place, and the last map streams to Y through
@@ -112,6 +114,7 @@ def test_log_softmax_fuses_like_softmax():
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@unchecked_code_only
 def test_next_block_prefetch_in_the_exp_pass(name):
     """The next block's prefetch of X (read in place) is issued once per chunk, by the row
     pipeline's exp pass (the arithmetic-bound one), not beside the copy-out's streaming stores:
@@ -124,6 +127,7 @@ def test_next_block_prefetch_in_the_exp_pass(name):
     assert pipe.index("if (tw_p1_on)") < pf < pipe.index("tw_cpu::exp_nonpos_chunk(")
 
 
+@unchecked_code_only
 def test_log_softmax_log_once_per_row():
     """log(row_sum[i]) in the last map is computed once per row (a variable set where the row
     starts), not once per 64-element chunk: g++ moved it out of the vectorised column loop but
@@ -162,6 +166,7 @@ def _row_parts_kernel(N, block_M=8):
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (3, 4097), (37, 300), (521, 4099)], ids=lambda s: f"{s[0]}x{s[1]}")
+@unchecked_code_only
 def test_row_parts_in_pipeline_and_fused_passes(shape):
     M, N = shape
     k = _row_parts_kernel(N)
@@ -194,6 +199,7 @@ def test_row_parts_kernel_on_ascend(shape):
 
 @pytest.mark.parametrize("offsets", [(16, 16), (16, 64)], ids=lambda o: f"x+{o[0]}_y+{o[1]}")
 @pytest.mark.parametrize("name", list(KERNELS))
+@unchecked_code_only
 def test_row_pipeline_short_rows_streaming_path(name, offsets):
     """The row pipeline's copy-out takes its full chunks in rotated order (half a 4 KiB page
     on, kRotChunks; softmax and log_softmax, whose exp pass is arithmetic-bound), fewer when a row
@@ -216,6 +222,7 @@ def test_row_pipeline_short_rows_streaming_path(name, offsets):
 
 
 @pytest.mark.parametrize("name,passes", [("rms_norm", 2), ("layer_norm", 3)])
+@unchecked_code_only
 def test_norms_run_as_row_pipeline(name, passes):
     """rms_norm's rsqrt and layer_norm's mean / rsqrt are per-row scalar maps between the row
     passes: they run on the row the pass before them finished, inside the row pipeline, so the
@@ -264,6 +271,7 @@ def test_row_map_reading_a_tile_is_left_out_of_the_pipeline(shape):
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("shape", [(1, 1), (7, 5), (13, 4097), (8201, 301)], ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("name", ["rms_norm", "layer_norm"])
+@unchecked_code_only
 def test_norm_copy_out_row_pairs(name, shape, dtype):
     """The norms' copy-out reads per-column operands (W, B), so it takes its rows in pairs, at
     every other step of the row pipeline (both rows chunk by chunk side by side; an odd block's
@@ -298,6 +306,7 @@ def test_norm_copy_out_row_pairs(name, shape, dtype):
         _check(name, base, x, ws, dtype)
 
 
+@unchecked_code_only
 def test_row_pairs_only_with_per_column_operands():
     """softmax and log_softmax read no per-column operand (and rotate their copy-out): one row per step."""
     for k in (softmax.softmax(4096), op_zoo.log_softmax(4096)):

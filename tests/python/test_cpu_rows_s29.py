@@ -21,6 +21,7 @@ import layer_norm  # noqa: E402
 import op_zoo  # noqa: E402
 import rms_norm  # noqa: E402
 import softmax  # noqa: E402
+from tw_test_util import unchecked_code_only  # noqa: E402
 
 N = 4097
 
@@ -66,6 +67,7 @@ def _check_nan_pattern(y, want, what):
     assert_close(y[ok], want[ok], atol=1e-5, rtol=1e-5, msg=what)
 
 
+@unchecked_code_only
 def test_rms_norm_reads_its_weights_in_place():
     """The per-block 16 KiB copy W -> w is gone (no tile w, no copy in the generated C++: the
     copy-out's map loads W), and the results are the bits of the kernel written with W[j] in its

@@ -16,7 +16,7 @@ from tilewright import TilewrightError
 
 THIS_FILE = __file__
 
-from tw_test_util import marked_line  # noqa: E402
+from tw_test_util import marked_line, unchecked_code_only  # noqa: E402
 
 
 def where(marker):
@@ -503,6 +503,7 @@ def test_api_misuse_messages():
     assert ei.value.message == "cannot compile 42" and "@T.prim_func" in ei.value.hint
 
 
+@unchecked_code_only
 def test_tiles_too_big_for_a_block():
     """Tiles live on the stack of the thread running a block: over 48 MiB is a compile-time error
     naming the allocation that goes over."""

@@ -20,6 +20,7 @@ import tilewright.language as T
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from ascend_util import TARGET, run_checked  # noqa: E402
+from tw_test_util import unchecked_code_only  # noqa: E402
 
 
 def _round_f32(q):
@@ -184,6 +185,7 @@ def _sum_sq(N, keep):
 
 
 @pytest.mark.parametrize("N", [37, 1000])
+@unchecked_code_only
 def test_sum_of_a_product_fused_on_cpu_within_the_reduction_tolerance(N):
     rng = np.random.default_rng(N)
     x = rng.standard_normal((8, N)).astype(np.float32)

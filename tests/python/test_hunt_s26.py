@@ -31,6 +31,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 # these kernels leave an out_idx output's elements past a run-time extent unwritten on purpose: the
 # simulator's `unwritten output` report is expected there (run_checked_partial), any other fails
 from ascend_util import TARGET, run_checked_partial as run_checked  # noqa: E402
+from tw_test_util import unchecked_code_only  # noqa: E402
 
 TARGETS = ["cpu", TARGET]
 FLOATS = ["float32", "float16", "bfloat16"]
@@ -809,6 +810,7 @@ def gated_gemm16(M, N, K, bm, bn, hand, dtype="float16"):
     (6400, 15, 17, 16, 16, "float16", [3, 399]),             # 400 programs, 2 work
     (129, 1000, 15, 16, 128, "float16", [8]),                # 9 x 8 programs, the row tail works
 ])
+@unchecked_code_only
 def test_gated_gemm_handoff16_many_programs(M, N, K, bm, bn, hand, working, target):
     rng = np.random.default_rng(M + N)
     a = (rng.integers(-4, 5, (M, K)) / 4.0).astype(np.float16)
@@ -902,6 +904,7 @@ def first_n_rows_centered(N, block_M, dtype):
     (9, 17, 8, 9, "float32"), (20, 8193, 8, 13, "float32"), (16, 8193, 8, 0, "float16"),
     (3, 65535, 1, 2, "bfloat16"), (2, 151936, 1, 1, "float32"),
 ])
+@unchecked_code_only
 def test_runtime_row_extent_wide(M, N, block_M, n, dtype, target):
     x = randn((M, N), dtype, seed=N + n)
     if block_M == 1 and target == TARGET:
@@ -938,6 +941,7 @@ def first_n_rows_centered_if(N, dtype):
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("M,N,n,dtype", [(3, 65535, 2, "bfloat16"), (2, 151936, 1, "float32")])
+@unchecked_code_only
 def test_f2_runtime_extent_hint_then_if(M, N, n, dtype, target):
     x = randn((M, N), dtype, seed=N + n)
     (y,) = _run(first_n_rows_centered_if(N, dtype, target=target), target, x, n)
@@ -989,6 +993,7 @@ def first_rows_plus_one(C, bm):
     ("runtime", 6000, 3, 4097, 4500),     # the user's T.min(4097, n - r0)
     ("runtime", 6000, 3, 4097, 4095),     # the second block copies nothing
 ])
+@unchecked_code_only
 def test_f1_runtime_count_above_4095_rows(form, M, C, bm, n, target):
     x = randn((M, C), "float32", seed=M + C)
     if form == "runtime":

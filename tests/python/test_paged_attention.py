@@ -15,6 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
 
 import paged_attention as pa  # noqa: E402
+from tw_test_util import bounds_checked, unchecked_code_only
 
 # (num_seqs, num_heads, num_kv_heads, head_dim, block_size, max_context, context lengths or None)
 SHAPES = [
@@ -138,7 +139,8 @@ def test_nan_past_the_context_at_page_edges(heads, dtype):
     out = kern(q, kc, vc, bt, cl)
     assert np.isfinite(out.astype(np.float32)).all()
     assert_close(out, pa.reference(q, np.nan_to_num(kc), np.nan_to_num(vc), bt, cl))
-    assert "map keeping the rows of v where the condition holds" in kern.get_source("c++")
+    if not bounds_checked():  # checked code masks v by another route (the results above are the test there)
+        assert "map keeping the rows of v where the condition holds" in kern.get_source("c++")
 
 
 # paged_decode_pages: the cpu form (one program per sequence over all kv heads, whole pages)
@@ -217,6 +219,7 @@ def test_paged_decode_pages_strip_prefetch_context_edges(heads, dtype, pages_per
     assert src.count("/*next_b=*/") == 2  # the K and the V gemm
 
 
+@unchecked_code_only
 def test_paged_decode_pages_strip_prefetch_code():
     # where it is emitted and how it is bounded: the next table entry read only inside the table
     # (its index checked against the table's 5 columns), and only while the next page is one the

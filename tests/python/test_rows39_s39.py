@@ -20,6 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "examples")]
 
 import softmax  # noqa: E402
+from tw_test_util import unchecked_code_only  # noqa: E402
 
 N = 4099
 
@@ -52,6 +53,7 @@ def _ref_softmax(x):
         return softmax.reference(x)
 
 
+@unchecked_code_only
 def test_softmax_ring_code_and_bits():
     """block_M 8: the exp pass writes row i % 2 of x, the copy-out reads it there; block_M 1 (no
     ring), 3 and 8 give the same bits on 37 rows, NaN / inf / -inf rows included, and match
@@ -83,6 +85,7 @@ def test_softmax_ring_half_inputs(dtype):
     assert_close(a.astype(np.float64), _ref_softmax(x.astype(np.float32)), atol=2e-3, rtol=1e-2)
 
 
+@unchecked_code_only
 def test_ring_of_the_first_pass():
     """The kept tile written by pass 0 of two: block_M 4 (ring of 2) against block_M 1, and float64."""
     x = randn((37, N), "float32", seed=np.random.default_rng(3))
@@ -95,6 +98,7 @@ def test_ring_of_the_first_pass():
     assert_close(a, e / e.sum(axis=1, keepdims=True), atol=1e-6, rtol=1e-5)
 
 
+@unchecked_code_only
 def test_serial_loop_rows_prefetched_ahead():
     """The op zoo's frobenius (one program walking the row blocks in a T.serial loop, its copies read
     in place with no next-block prefetch): its fused square + sum prefetches the stream

@@ -8,7 +8,7 @@ import pytest
 import tilewright as tw
 import tilewright.language as T
 from tilewright.errors import TilewrightError
-from tw_test_util import bounds_checked_child
+from tw_test_util import bounds_checked_child, unchecked_code_only
 
 TARGET = "ascend910b"
 
@@ -158,6 +158,7 @@ def test_cpu_checked_mode_reports_the_same_element(tmp_path):
         _check(got[name], expect)
 
 
+@unchecked_code_only
 def test_values_where_written_and_unchecked_cpu_is_unchanged():
     """The written part is right (cpu's checked child checks no report for these); plain cpu (no TW_BOUNDS_CHECK) reports nothing (an out_idx
     output is uninitialised there, as torch.empty)."""

@@ -6,7 +6,6 @@ the runtime's fill in both checked launches). An output only T.atomic_add writes
 input the kernel adds into is the caller's: neither is reported. docs/language.md "T.atomic_add",
 docs/testing.md "Session 40: atomic adds into unwritten output elements"."""
 import inspect
-import os
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ import pytest
 import tilewright as tw
 import tilewright.language as T
 from tilewright.errors import TilewrightError
-from tw_test_util import bounds_checked_child
+from tw_test_util import bounds_checked, bounds_checked_child
 
 TARGET = "ascend910b"
 
@@ -125,7 +124,7 @@ def test_cpu_checked_mode_reports_the_same(tmp_path):
 def test_unchecked_cpu_does_not_check():
     """Plain cpu (no TW_BOUNDS_CHECK) neither fills nor checks: the adds into an uninitialised output run as
     written (the elements stored last are right)."""
-    if os.environ.get("TW_BOUNDS_CHECK", "").strip().lower() in ("1", "true", "yes", "on"):
+    if bounds_checked():
         pytest.skip("this process runs checked code: the add is reported (test_cpu_checked_mode_reports_the_same)")
     x = _x((4, 6), "float32")
     np.testing.assert_array_equal(tw.compile(store_and_add("float32", 0, True), out_idx=[-1])(x), x)

@@ -236,3 +236,17 @@ def seed_gemm_runtime(cache, tmp_path_factory, arch=None):
     for d in (cache, os.path.join(cache, "kernels"), os.path.join(cache, "kernels", shard)):
         os.makedirs(d, mode=0o700, exist_ok=True)
     shutil.copytree(entry, os.path.join(cache, "kernels", shard, key))
+
+
+def bounds_checked():
+    """Whether this process compiles cpu kernels in checked mode (TW_BOUNDS_CHECK, as the library read it)."""
+    import tilewright
+    return tilewright._C.bounds_check()
+
+
+def unchecked_code_only(fn):
+    """Marks a test that asserts the shape of the UNCHECKED cpu code (its generated source, or a kernel that leaves
+    outputs unwritten on purpose): in a process under TW_BOUNDS_CHECK=1 the code differs by design, so it skips.
+    The checked behaviour has its own tests (test_check_bounds.py, test_unwritten40_s40.py)."""
+    import pytest
+    return pytest.mark.skipif(bounds_checked(), reason="asserts the unchecked cpu code (TW_BOUNDS_CHECK=1 here)")(fn)
