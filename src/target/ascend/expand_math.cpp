@@ -210,8 +210,9 @@ struct Expander : ir::Mutator {
 
 // An element store outside a map whose value needs a math function the scalar unit lacks
 // (`tot[0] = T.sqrt(tot[0])`, `s[0] = T.sin(s[0])`): a one-element map (the last index of the store and of
-// every UB tile element it reads + v, v in [0, 1)) when every one of those elements has a constant place
-// at the start of a 32 B block (vector operands start there), expanded below as any map (hunt40 F1: it was
+// every UB tile element it reads + v, v in [0, 1)) when every one of those elements has its place at the start
+// of a 32 B block (vector operands start there): a constant place, or constant but for leading indices free of
+// tile data (x[r, 0] at a serial loop's r: whole rows, 32 B each, hunt40 F4), expanded below as any map (hunt40 F1: it was
 // made in legalize_vector, after this pass, so every call without an instruction was "not supported on
 // Ascend vector units yet"); nullptr otherwise (the store stays an element store: select_instructions
 // reports the math function).
@@ -220,18 +221,26 @@ ir::Stmt element_map(const ir::StoreNode* st, vec::Names& names) {
   bool call = false;
   for_each_subexpr(st->value, [&](const Expr& x) { call |= x->kind == ir::ExprKind::Call; });
   if (!call) return nullptr;
-  auto aligned = [](const ir::Buffer& b, const std::vector<Expr>& idx) {
+  auto reads = [](const Expr& e) {
+    bool r = false;
+    for_each_subexpr(e, [&](const Expr& x) { r = r || x->kind == ir::ExprKind::Load; });
+    return r;
+  };
+  auto aligned = [&](const ir::Buffer& b, const std::vector<Expr>& idx) {
     auto shape = b->const_shape();
     if (!shape || idx.empty()) return false;
     int64_t numel = 1;
     for (auto d : *shape) numel *= d;
     int64_t cols = shape->back(), es = b->dtype.bytes();
-    int64_t pcols = cols && numel / cols > 1 ? round_up(cols, 32 / es) : cols;  // UB geometry (select_instructions)
+    const bool padded = cols && numel / cols > 1;  // rows of 32 B blocks
+    int64_t pcols = padded ? round_up(cols, 32 / es) : cols;  // UB geometry (select_instructions)
     int64_t off = 0, stride = 1;
     for (size_t d = idx.size(); d-- > 0;) {
       auto c = ir::as_const_int(idx[d]);
-      if (!c) return false;
-      off += *c * stride;
+      // a leading index known at run time only (x[r, 0] at a serial loop's r: hunt40 F4) moves the place by whole
+      // padded rows, each a multiple of 32 B (not an index reading tile data: the map would shift that read too)
+      if (!c && (d + 1 == idx.size() || !padded || reads(idx[d]))) return false;
+      if (c) off += *c * stride;
       stride *= d + 1 == idx.size() ? pcols : (*shape)[d];
     }
     return off * es % 32 == 0;

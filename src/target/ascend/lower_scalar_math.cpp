@@ -91,10 +91,32 @@ struct Lowerer : ir::Mutator {
   Expr call;                               // the user's call of the last tile appended (a located error names it)
   Lowerer(vec::Names& n, std::vector<Stmt>& o) : names(n), out(o) {}
 
+  // e with the unit variables in the leading indices of its elements at their start (a unit variable elsewhere, a
+  // last index or a value, stays: legalize_vector reads a vector there)
+  Expr unit_rows(const Expr& e) const {
+    struct Rows : ir::Mutator {
+      const std::vector<std::pair<ir::Var, Expr>>& unit;
+      explicit Rows(const std::vector<std::pair<ir::Var, Expr>>& u) : unit(u) {}
+      using ir::Mutator::mutate;
+      Expr mutate(const Expr& x) override {
+        Expr y = ir::Mutator::mutate(x);
+        if (!y || y->kind != ir::ExprKind::Load) return y;
+        auto* l = as<ir::LoadNode>(y);
+        std::vector<Expr> idx = l->indices;
+        for (size_t k = 0; k + 1 < idx.size(); ++k) idx[k] = ir::substitute(idx[k], unit);
+        return std::make_shared<ir::LoadNode>(l->buffer, idx, y->dtype, y->span);
+      }
+    } rows(unit);
+    return unit.empty() ? e : rows.mutate(e);
+  }
   // a map over more than two dims: its leading loops (all but the last two), which legalize_vector runs serially
   // around the 2-D map of the last two, so a value of their variables only is a scalar operand there
   std::vector<const ir::ForNode*> rows;
   std::vector<std::pair<ir::Var, Expr>> lets;  // the map's lets, each value in terms of the map's indices
+  // the map's loops of one iteration (extent 1): legalize_vector's hoist_scalar_reads reads an element at indices
+  // free of the map's other variables, with a last index free of all of them (w[i, 0] in a map over (1, C)), as a
+  // scalar (math40 M4): a call of such elements is a scalar's, computed here with those variables at their start
+  std::vector<std::pair<ir::Var, Expr>> unit;
   bool widened = false;  // a row's value read from a tile of a wider dtype than its call's (per_row)
   bool element_store = false;  // of an element store: no element read (select_instructions' one-element map)
   // no variable bound inside the statement (an element of a tile or tensor at such an index is too), and no
@@ -192,6 +214,7 @@ struct Lowerer : ir::Mutator {
     if (widened && y != e) y = retype(y);
     if (!y || y->kind != ir::ExprKind::Call) return y;
     std::vector<const ir::ForNode*> loops;  // of a value per row (not a scalar)
+    if (Expr u = unit_rows(y); u != y && scalar(u)) y = u;
     if (!scalar(y) && (!y->dtype.is_float() || (loops = row_loops(y)).empty())) return y;
     auto* c = as<ir::CallNode>(y);
     if (c->fn == ir::MathFn::abs && y->dtype.is_int()) {  // |n| of an integer: max(n, 0 - n) on the scalar unit (review37
@@ -329,7 +352,11 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
       }
       if (nest.size() > 2) low.rows.assign(nest.begin(), nest.end() - 2);
       ir::for_each_stmt(s, [&](const ir::Stmt& x) {
-        if (x->kind == ir::StmtKind::For) low.inner.insert(as<ir::ForNode>(x)->var.get());
+        if (x->kind == ir::StmtKind::For) {
+          auto* f = as<ir::ForNode>(x);
+          low.inner.insert(f->var.get());
+          if (f->for_kind == ir::ForKind::parallel && ir::as_const_int(f->extent) == 1) low.unit.push_back({f->var, f->min});
+        }
         if (x->kind == ir::StmtKind::Let) {
           low.inner.insert(as<ir::LetNode>(x)->var.get());
           low.lets.push_back({as<ir::LetNode>(x)->var, ir::substitute(as<ir::LetNode>(x)->value, low.lets)});
