@@ -10,6 +10,7 @@
 #include "ir/arith.h"
 #include "ir/functor.h"
 #include "ir/printer.h"
+#include "target/ascend/expand_math.h"
 #include "target/ascend/math_fns.h"
 #include "target/ascend/pass_util.h"
 #include "target/ascend/vector_util.h"
@@ -118,7 +119,7 @@ struct Lowerer : ir::Mutator {
   // scalar (math40 M4): a call of such elements is a scalar's, computed here with those variables at their start
   std::vector<std::pair<ir::Var, Expr>> unit;
   bool widened = false;  // a row's value read from a tile of a wider dtype than its call's (per_row)
-  bool element_store = false;  // of an element store: no element read (select_instructions' one-element map)
+  bool element_store = false;  // of an element store that is expand_math's one-element map: no element read
   // no variable bound inside the statement (an element of a tile or tensor at such an index is too), and no
   // read of what the map stores: computed before the map it would read the element before the map's stores
   // (review37 R2: t[i] = t[i] / T.sqrt(t[0] + 1) ran on the old t[0] where cpu's iterations see the new one;
@@ -336,9 +337,10 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
     const bool map = s->kind == ir::StmtKind::For && as<ir::ForNode>(s)->for_kind == ir::ForKind::parallel;
     if (!map && s->kind != ir::StmtKind::Let && s->kind != ir::StmtKind::Store && s->kind != ir::StmtKind::Fill)
       return std::nullopt;
-    // t[k] = f(t[j]): a one-element vector instruction where both start a 32-byte block, else select_instructions'
-    // located error (docs/ascend.md "Scalar reads and element stores of UB tiles"); f of scalars is lowered here
-    low.element_store = s->kind == ir::StmtKind::Store;
+    // t[k] = f(t[j]): a one-element vector instruction where both start a 32-byte block (expand_math's
+    // element_map); f of scalars is lowered here, and so is f of elements elsewhere (s[3] = T.exp(s[3]), a tensor's
+    // element): t[j] is then a scalar the scalar unit reads (docs/ascend.md "Scalar reads and element stores of UB tiles")
+    low.element_store = s->kind == ir::StmtKind::Store && element_map_fits(*as<ir::StoreNode>(s));
     if (map) {
       std::vector<const ir::ForNode*> nest;  // the T.Parallel loops nested at its top (legalize_vector's parallel_depth)
       auto parallel = [](const ir::Stmt& x) {
