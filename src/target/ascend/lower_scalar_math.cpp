@@ -207,6 +207,12 @@ struct Lowerer : ir::Mutator {
   }
   using ir::Mutator::mutate;
   Expr mutate(const Expr& e) override {
+    if (e && e->kind == ir::ExprKind::Call && (!unit.empty() || !lets.empty()) && !scalar(e)) {
+      // a call of the map's lets and of elements at its unit variables: a scalar's when they are seen through
+      // (a = w[i, 2] * 0.7; T.sin(a) over T.Parallel(1, C))
+      Expr u = unit_rows(ir::substitute(e, lets));
+      if (scalar(u)) return mutate(u);
+    }
     Expr y = ir::Mutator::mutate(e);  // inner calls first: their tiles are read by this one's argument
     if (y && y->kind == ir::ExprKind::Call && as<ir::CallNode>(y)->fn == ir::MathFn::fma) {
       changed = true;  // every T.fma, of scalars or in a map: arithmetic, or the located error of a float32 fma
@@ -215,7 +221,6 @@ struct Lowerer : ir::Mutator {
     if (widened && y != e) y = retype(y);
     if (!y || y->kind != ir::ExprKind::Call) return y;
     std::vector<const ir::ForNode*> loops;  // of a value per row (not a scalar)
-    if (Expr u = unit_rows(y); u != y && scalar(u)) y = u;
     if (!scalar(y) && (!y->dtype.is_float() || (loops = row_loops(y)).empty())) return y;
     auto* c = as<ir::CallNode>(y);
     if (c->fn == ir::MathFn::abs && y->dtype.is_int()) {  // |n| of an integer: max(n, 0 - n) on the scalar unit (review37
