@@ -32,20 +32,13 @@ def _one_row(fn, C, c, k, dt, let):
             y = T.alloc_fragment((1, C), dt)
             T.copy(X, w)
             for i, j in T.Parallel(1, C):
-                y[i, j] = f(w[i, c] * k) + w[i, j]
+                if let:  # the argument a let of the map (the front end folds the Python bool)
+                    a = w[i, c] * k
+                    y[i, j] = f(a) + w[i, j]
+                else:
+                    y[i, j] = f(w[i, c] * k) + w[i, j]
             T.copy(y, Y)
-
-    @T.prim_func
-    def with_let(X: T.Tensor((1, C), dt), Y: T.Tensor((1, C), dt)):
-        with T.Kernel(1) as bx:
-            w = T.alloc_fragment((1, C), dt)
-            y = T.alloc_fragment((1, C), dt)
-            T.copy(X, w)
-            for i, j in T.Parallel(1, C):
-                a = w[i, c] * k
-                y[i, j] = f(a) + w[i, j]
-            T.copy(y, Y)
-    return with_let if let else main
+    return main
 
 
 def _bits(a):
