@@ -127,9 +127,6 @@ def _one_row(C):
     return main
 
 
-@pytest.mark.xfail(raises=tw.TilewrightError, strict=True,
-                   reason="math40 M4: in a one-row map a call of a column's element is scalar code (verify_program's "
-                          "'math function of a scalar'); fuzz/known.py KNOWN_BUGS 'math40-M4' goes with this xfail")
 def test_m4_a_call_of_a_column_in_a_one_row_map():
     x = (np.arange(5, dtype=np.float32) / 7 - 0.3).reshape(1, 5)
     X = x.astype(np.float64)

@@ -208,42 +208,57 @@ struct Expander : ir::Mutator {
   using ir::Mutator::mutate;
 };
 
-// An element store outside a map whose value needs a math function the scalar unit lacks
-// (`tot[0] = T.sqrt(tot[0])`, `s[0] = T.sin(s[0])`): a one-element map (the last index of the store and of
-// every UB tile element it reads + v, v in [0, 1)) when every one of those elements has a constant place
-// at the start of a 32 B block (vector operands start there), expanded below as any map (hunt40 F1: it was
-// made in legalize_vector, after this pass, so every call without an instruction was "not supported on
-// Ascend vector units yet"); nullptr otherwise (the store stays an element store: select_instructions
-// reports the math function).
-ir::Stmt element_map(const ir::StoreNode* st, vec::Names& names) {
-  if (st->buffer->scope != ir::Scope::UB) return nullptr;
-  bool call = false;
-  for_each_subexpr(st->value, [&](const Expr& x) { call |= x->kind == ir::ExprKind::Call; });
-  if (!call) return nullptr;
-  auto aligned = [](const ir::Buffer& b, const std::vector<Expr>& idx) {
+}  // namespace
+
+bool element_map_fits(const ir::StoreNode& st) {
+  auto reads = [](const Expr& e) {
+    bool r = false;
+    for_each_subexpr(e, [&](const Expr& x) { r = r || x->kind == ir::ExprKind::Load; });
+    return r;
+  };
+  // the element at idx of tile b starts a 32 B block
+  auto aligned = [&](const ir::Buffer& b, const std::vector<Expr>& idx) {
     auto shape = b->const_shape();
-    if (!shape || idx.empty()) return false;
+    if (b->scope == ir::Scope::global || !shape || idx.empty()) return false;
     int64_t numel = 1;
     for (auto d : *shape) numel *= d;
     int64_t cols = shape->back(), es = b->dtype.bytes();
-    int64_t pcols = cols && numel / cols > 1 ? round_up(cols, 32 / es) : cols;  // UB geometry (select_instructions)
+    const bool padded = cols && numel / cols > 1;  // rows of 32 B blocks
+    int64_t pcols = padded ? round_up(cols, 32 / es) : cols;  // UB geometry (select_instructions)
     int64_t off = 0, stride = 1;
     for (size_t d = idx.size(); d-- > 0;) {
       auto c = ir::as_const_int(idx[d]);
-      if (!c) return false;
-      off += *c * stride;
+      // a leading index known at run time only (x[r, 0] at a serial loop's r: hunt40 F4) moves the place by whole
+      // padded rows, each a multiple of 32 B (not an index reading tile data: the map would shift that read too)
+      if (!c && (d + 1 == idx.size() || !padded || reads(idx[d]))) return false;
+      if (c) off += *c * stride;
       stride *= d + 1 == idx.size() ? pcols : (*shape)[d];
     }
     return off * es % 32 == 0;
   };
-  bool ok = aligned(st->buffer, st->indices);
-  for_each_subexpr(st->value, [&](const Expr& x) {
-    if (x->kind != ir::ExprKind::Load) return;
-    auto* l = as<ir::LoadNode>(x);
-    if (l->buffer->scope == ir::Scope::UB) ok &= aligned(l->buffer, l->indices);
-    else ok = false;  // a GM element: read by the scalar unit, not a map operand here
+  bool ok = aligned(st.buffer, st.indices);
+  for_each_subexpr(st.value, [&](const Expr& x) {
+    if (x->kind == ir::ExprKind::Load) ok = ok && aligned(as<ir::LoadNode>(x)->buffer, as<ir::LoadNode>(x)->indices);
   });
-  if (!ok) return nullptr;
+  return ok;
+}
+
+namespace {
+
+// An element store outside a map whose value needs a math function the scalar unit lacks
+// (`tot[0] = T.sqrt(tot[0])`, `s[0] = T.sin(s[0])`) where element_map_fits: a one-element map (the last index of
+// the store and of every UB tile element it reads + v, v in [0, 1)), expanded below as any map (hunt40 F1: it was
+// made in legalize_vector, after this pass, so every call without an instruction was "not supported on
+// Ascend vector units yet"); nullptr otherwise (lower_scalar_math computed the calls of the others on one-element
+// tiles; what stays, select_instructions reports at its line).
+ir::Stmt element_map(const ir::StoreNode* st, vec::Names& names) {
+  if (st->buffer->scope != ir::Scope::UB) return nullptr;
+  bool call = false, ub = true;
+  for_each_subexpr(st->value, [&](const Expr& x) {
+    call |= x->kind == ir::ExprKind::Call;
+    ub = ub && (x->kind != ir::ExprKind::Load || as<ir::LoadNode>(x)->buffer->scope == ir::Scope::UB);
+  });
+  if (!call || !ub || !element_map_fits(*st)) return nullptr;
   const Span& sp = st->span;
   ir::Var v = names.fresh_var("e", sp);
   auto shift = [&](std::vector<Expr> idx) {

@@ -2,8 +2,8 @@
 // legalize_vector (after fold_exp2_scale, whose pattern reads exp2).
 //
 // An element store outside a map whose value calls a math function (`s[0] = T.sin(s[0])`: the scalar unit
-// has none) becomes a one-element map when its elements start 32 B blocks (element_map; else it stays, and
-// select_instructions reports the function at its line). Math without a vector instruction, in the
+// has none) becomes a one-element map when its elements start 32 B blocks (element_map_fits; lower_scalar_math
+// computed the calls of the others on one-element tiles). Math without a vector instruction, in the
 // T.Parallel maps legalize_vector lowers (those included), written with the functions that have one (fp32 error bounds measured in tests/cpp/test_legalize_vector.cpp):
 //    exp2(x) = exp(x * ln2)          rel error <= |x| * 2^-24 + 1 ulp (from rounding x * ln2)
 //    log2(x) = ln(x) * (1 / ln2)     1 ulp more than Ln
@@ -37,5 +37,11 @@
 namespace tw::ascend {
 
 ir::Kernel expand_math(const ir::Kernel& kernel, const target::Target& target);
+
+// An element store (`s[0] = T.sin(s[0] + x[r, 0])`) whose element and the tile elements it reads each start a 32 B
+// block (a constant place, or one at leading indices free of tile data in a tile of padded rows): expand_math makes
+// it a one-element map (vector operands start 32 B blocks); lower_scalar_math computes the calls of the others on
+// one-element tiles.
+bool element_map_fits(const ir::StoreNode& st);
 
 }  // namespace tw::ascend

@@ -10,6 +10,7 @@
 #include "ir/arith.h"
 #include "ir/functor.h"
 #include "ir/printer.h"
+#include "target/ascend/expand_math.h"
 #include "target/ascend/math_fns.h"
 #include "target/ascend/pass_util.h"
 #include "target/ascend/vector_util.h"
@@ -91,12 +92,34 @@ struct Lowerer : ir::Mutator {
   Expr call;                               // the user's call of the last tile appended (a located error names it)
   Lowerer(vec::Names& n, std::vector<Stmt>& o) : names(n), out(o) {}
 
+  // e with the unit variables in the leading indices of its elements at their start (a unit variable elsewhere, a
+  // last index or a value, stays: legalize_vector reads a vector there)
+  Expr unit_rows(const Expr& e) const {
+    struct Rows : ir::Mutator {
+      const std::vector<std::pair<ir::Var, Expr>>& unit;
+      explicit Rows(const std::vector<std::pair<ir::Var, Expr>>& u) : unit(u) {}
+      using ir::Mutator::mutate;
+      Expr mutate(const Expr& x) override {
+        Expr y = ir::Mutator::mutate(x);
+        if (!y || y->kind != ir::ExprKind::Load) return y;
+        auto* l = as<ir::LoadNode>(y);
+        std::vector<Expr> idx = l->indices;
+        for (size_t k = 0; k + 1 < idx.size(); ++k) idx[k] = ir::substitute(idx[k], unit);
+        return std::make_shared<ir::LoadNode>(l->buffer, idx, y->dtype, y->span);
+      }
+    } rows(unit);
+    return unit.empty() ? e : rows.mutate(e);
+  }
   // a map over more than two dims: its leading loops (all but the last two), which legalize_vector runs serially
   // around the 2-D map of the last two, so a value of their variables only is a scalar operand there
   std::vector<const ir::ForNode*> rows;
   std::vector<std::pair<ir::Var, Expr>> lets;  // the map's lets, each value in terms of the map's indices
+  // the map's loops of one iteration (extent 1): legalize_vector's hoist_scalar_reads reads an element at indices
+  // free of the map's other variables, with a last index free of all of them (w[i, 0] in a map over (1, C)), as a
+  // scalar (math40 M4): a call of such elements is a scalar's, computed here with those variables at their start
+  std::vector<std::pair<ir::Var, Expr>> unit;
   bool widened = false;  // a row's value read from a tile of a wider dtype than its call's (per_row)
-  bool element_store = false;  // of an element store: no element read (select_instructions' one-element map)
+  bool element_store = false;  // of an element store that is expand_math's one-element map: no element read
   // no variable bound inside the statement (an element of a tile or tensor at such an index is too), and no
   // read of what the map stores: computed before the map it would read the element before the map's stores
   // (review37 R2: t[i] = t[i] / T.sqrt(t[0] + 1) ran on the old t[0] where cpu's iterations see the new one;
@@ -184,6 +207,12 @@ struct Lowerer : ir::Mutator {
   }
   using ir::Mutator::mutate;
   Expr mutate(const Expr& e) override {
+    if (e && e->kind == ir::ExprKind::Call && (!unit.empty() || !lets.empty()) && !scalar(e)) {
+      // a call of the map's lets and of elements at its unit variables: a scalar's when they are seen through
+      // (a = w[i, 2] * 0.7; T.sin(a) over T.Parallel(1, C))
+      Expr u = unit_rows(ir::substitute(e, lets));
+      if (scalar(u)) return mutate(u);
+    }
     Expr y = ir::Mutator::mutate(e);  // inner calls first: their tiles are read by this one's argument
     if (y && y->kind == ir::ExprKind::Call && as<ir::CallNode>(y)->fn == ir::MathFn::fma) {
       changed = true;  // every T.fma, of scalars or in a map: arithmetic, or the located error of a float32 fma
@@ -313,9 +342,10 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
     const bool map = s->kind == ir::StmtKind::For && as<ir::ForNode>(s)->for_kind == ir::ForKind::parallel;
     if (!map && s->kind != ir::StmtKind::Let && s->kind != ir::StmtKind::Store && s->kind != ir::StmtKind::Fill)
       return std::nullopt;
-    // t[k] = f(t[j]): a one-element vector instruction where both start a 32-byte block, else select_instructions'
-    // located error (docs/ascend.md "Scalar reads and element stores of UB tiles"); f of scalars is lowered here
-    low.element_store = s->kind == ir::StmtKind::Store;
+    // t[k] = f(t[j]): a one-element vector instruction where both start a 32-byte block (expand_math's
+    // element_map); f of scalars is lowered here, and so is f of elements elsewhere (s[3] = T.exp(s[3]), a tensor's
+    // element): t[j] is then a scalar the scalar unit reads (docs/ascend.md "Scalar reads and element stores of UB tiles")
+    low.element_store = s->kind == ir::StmtKind::Store && element_map_fits(*as<ir::StoreNode>(s));
     if (map) {
       std::vector<const ir::ForNode*> nest;  // the T.Parallel loops nested at its top (legalize_vector's parallel_depth)
       auto parallel = [](const ir::Stmt& x) {
@@ -329,7 +359,11 @@ ir::Kernel lower_scalar_math(const ir::Kernel& kernel, const target::Target& tar
       }
       if (nest.size() > 2) low.rows.assign(nest.begin(), nest.end() - 2);
       ir::for_each_stmt(s, [&](const ir::Stmt& x) {
-        if (x->kind == ir::StmtKind::For) low.inner.insert(as<ir::ForNode>(x)->var.get());
+        if (x->kind == ir::StmtKind::For) {
+          auto* f = as<ir::ForNode>(x);
+          low.inner.insert(f->var.get());
+          if (f->for_kind == ir::ForKind::parallel && ir::as_const_int(f->extent) == 1) low.unit.push_back({f->var, f->min});
+        }
         if (x->kind == ir::StmtKind::Let) {
           low.inner.insert(as<ir::LetNode>(x)->var.get());
           low.lets.push_back({as<ir::LetNode>(x)->var, ir::substitute(as<ir::LetNode>(x)->value, low.lets)});

@@ -16,8 +16,9 @@
 //        for i in T.Parallel(1): t[i] = T.exp(t[i])
 //    and the statement reads t[0] (a GetValue after the V -> S flag insert_sync places), cast back
 //    to the call's dtype. Lowered in front of the statement that uses the value: a T.Parallel map, a
-//    let, an element store (a call of no element: t[k] = f(t[j]) stays expand_math's one-element map
-//    (one vector instruction), or select_instructions' located error), a fill or an if (its condition); a call elsewhere (a loop's extent) and
+//    let, an element store (t[k] = f(t[j]) where each element starts a 32 B block stays expand_math's
+//    one-element map, one vector instruction: element_map_fits; elsewhere, s[3] = T.exp(s[3]) or a tensor's
+//    element, t[j] is a scalar here, math41), a fill or an if (its condition); a call elsewhere (a loop's extent) and
 //    every call in an expert-mode kernel stays, and verify_program reports it at its line with the
 //    hint of this form (scalar_math_hint).
 // A call of a row's value in a map over more than two dims (T.rsqrt(r[i] / n + eps) over i, g, c: it uses,
@@ -25,6 +26,9 @@
 // of the last two, where it would be a scalar operand; the map's lets seen through; tiles read along rows)
 // is computed in one map over those rows before the map, into a tile of the call's compute dtype, and the
 // map reads its element (session 38; a float16 / bfloat16 value widened, rounded once where stored).
+// A map's loops of one iteration (T.Parallel(1, C)) are at their start in the leading indices of an element a call
+// reads (w[i, 0]: legalize_vector's hoist_scalar_reads reads it as a scalar there): such a call is a scalar's
+// (math40 M4; with more rows it is a column, gathered by legalize_vector).
 // In a kernel with Cube code (T.gemm) such a call in a let used outside T.Parallel maps (the Cube core
 // may need it; a let used only in maps is the Vector core's: split_cube_vector) or in the condition of an
 // if around a gemm (the Cube core evaluates it) is refused here, naming the user's call and a form that

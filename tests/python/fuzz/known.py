@@ -30,11 +30,6 @@ ANY = ("mismatch", "checker", "error", "crash", "hang")
 # fuzzer does not run that target on matching programs at all (counted as "skipped"); a memory
 # corruption could otherwise change later programs' results in the same worker.
 KNOWN_BUGS = [
-    # math40 M4 (/work/math40-findings.txt): in a one-row map (bm = 1) the unit row loop goes and the call of a
-    # column's element, T.sin(w[i, 15] * c), is scalar code: verify_program's located error on ascend910b
-    ("math40-M4", "ascend910b", ("error",), r"of a scalar here would run on the Ascend scalar unit",
-     lambda d: d.get("kind") == "scal" and d.get("scal") == "math" and d["bm"] == 1 and bool(d.get("trig"))
-     and bool(d.get("tcol")), "a call of a column's element in a one-row map: the scalar unit's math error", False),
 ]
 
 
