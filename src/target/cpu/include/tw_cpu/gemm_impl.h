@@ -586,6 +586,83 @@ TW_CPU_INLINE void prefetch_l2(uintptr_t p, long bytes) {
     __builtin_prefetch((const char*)l, 0, 2);
 }
 
+// The rows of up to two strided source ranges (segments) requested into L2 a cache line at a
+// time. For a tile program's next K step, whose A or B tile this call does not pack but the next
+// call will: its rows lie far apart in the source (64 rows of 512 bytes 64 KiB apart for the op
+// zoo's large-K A tile), a pattern the hardware prefetchers do not follow, so packing them on
+// demand waits on memory. spread() shares the lines out over the call's micro-kernel calls, so
+// that the whole range is requested by the end of the gemm call; take() hands a call its share,
+// which the micro-kernel requests one line per k step (kRowsInKernel) instead of all before the
+// call: a prefetch that misses holds a fill buffer until its line arrives, and ~50 of them issued
+// at once (a 32 KiB key tile over one flash call's 10 micro-kernel calls) stalled on the buffers
+// (45% of gemm_f32's samples in masked prefill's window kernel on a Sapphire Rapids core sat behind
+// those bursts: docs/performance.md "Session 41: the next tiles' rows, a line per k step").
+// Elsewhere (AVX2, Zen 4: not measured) step() requests a call's share at once before it, as
+// before. Addresses are integers: a range may lie past the operand (the last K step's "next" tile).
+struct RowsPrefetch {
+  struct Seg {
+    uintptr_t row;  // the first byte of the segment's current row
+    long ld, bytes;
+    int rows;  // rows left, the current one included
+  };
+  Seg seg[2];
+  int nseg = 0;  // seg[0] is walked, then seg[1]
+  uintptr_t q = 0, end = 0;  // the next line; past the current row's last line
+  long left = 0, per = 0;  // lines not yet handed out; per micro-kernel call
+  long due = 0;  // lines the calls so far were given and did not take (a skipped tile's, a short call's)
+  void add(uintptr_t b, long ld_bytes, int nrows, long row_bytes) {
+    if (nrows <= 0 || row_bytes <= 0 || nseg == 2) return;
+    seg[nseg++] = Seg{b, ld_bytes, row_bytes, nrows};
+    for (int r = 0; r < nrows; ++r) {
+      const uintptr_t a = b + (uintptr_t)((long)r * ld_bytes);
+      left += (long)(((a + (uintptr_t)row_bytes + 63) >> 6) - (a >> 6));
+    }
+    if (nseg == 1) start_row();
+  }
+  void spread(long steps) { per = (left + steps - 1) / (steps > 0 ? steps : 1); }
+  TW_CPU_INLINE void start_row() {
+    q = seg[0].row & ~(uintptr_t)63;
+    end = (seg[0].row + (uintptr_t)seg[0].bytes + 63) & ~(uintptr_t)63;
+  }
+  void next_row() {
+    if (--seg[0].rows > 0) seg[0].row += (uintptr_t)seg[0].ld;
+    else if (--nseg > 0) seg[0] = seg[1];
+    else return;
+    start_row();
+  }
+  // request the next line (only while lines are left: take() counted them)
+  TW_CPU_INLINE void line() {
+    __builtin_prefetch((const char*)q, 0, 2);
+    q += 64;
+    if (q == end) next_row();
+  }
+  // the lines the next micro-kernel call of kc k steps requests (one a step): its share and what
+  // earlier calls left
+  TW_CPU_INLINE long take(long kc) {
+    due += per;
+    long n = due < left ? due : left;
+    if (n > kc) n = kc;
+    due -= n;
+    left -= n;
+    return n;
+  }
+  void lines(long n) {
+    for (; n > 0; --n) line();
+  }
+  // a call's share at once (where no micro-kernel takes it); everything left
+  TW_CPU_INLINE void step() { lines(take(left)); }
+  void finish() {
+    const long n = left;
+    left = 0;
+    lines(n);
+  }
+};
+#if defined(__AVX512F__) && !defined(__znver3__) && !defined(__znver4__)
+inline constexpr bool kRowsInKernel = true;
+#else
+inline constexpr bool kRowsInKernel = false;
+#endif
+
 // A block: rows [0,mc), k [0,kc) of op(A) -> micro-panels of up to kMR rows (panel_rows:
 // blocks of kMC rows, each split into its panels), layout Ap[panel][k][kMR], rows beyond a
 // panel's height zero-filled. kPairK<T> == 2: element k of a row is the bf16 pair (2k, 2k + 1),
@@ -854,7 +931,8 @@ template <int R, bool kDp = false, int NV = kNV, bool kPfB = true>
 __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long as,
                                        const float* __restrict B, long bs,
                                        float* __restrict C, long ldc, bool acc, int nr,
-                                       const char* pf2 = nullptr, long pf2_lines = 0) {
+                                       const char* pf2 = nullptr, long pf2_lines = 0,
+                                       RowsPrefetch* rw = nullptr, long rn = 0) {
   using simd::vf;
   // prefetch distance: packed B -> a few k ahead; streamed B -> two column strips
   // ahead on the same row (one full micro-kernel call of lead time).
@@ -866,6 +944,7 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
   // AVX2: the k steps that carry a line of pf2 first, then the rest kKU at a time (the same
   // steps in the same order, so the same result as one k per iteration)
   (void)kDp;  // bf16 k pairs need AVX512-BF16
+  if (rn) rw->lines(rn);  // (kRowsInKernel is false: the driver hands none)
   auto step = [&]() __attribute__((always_inline)) {
     vf b[NV];
 #pragma GCC unroll 4
@@ -896,6 +975,7 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
   for (; k < kc; ++k) step();
 #else
   const long k_c = kCLateK < 0 ? -1 : kc > kCLateK ? kc - kCLateK : 0;  // C's rows requested (kCLateK)
+  RowsPrefetch w = rn ? *rw : RowsPrefetch{};  // rn lines of the next tiles' rows, one a k step
   for (long k = 0; k < kc; ++k) {
     if (k == k_c) prefetch_c<R, NV * kVF>(C, ldc);
     vf b[NV];
@@ -919,9 +999,11 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
     }
     // one line per k of another range (the next call's operands, see NextPrefetch) into L2
     if (k < pf2_lines) __builtin_prefetch(pf2 + 64 * k, 0, 2);
+    if (k < rn) w.line();
     A += as;
     B += bs;
   }
+  if (rn) *rw = w;
 #endif
 
   store_acc<R>(c, C, ldc, acc, nr);
@@ -931,12 +1013,14 @@ __attribute__((noinline)) void ukr_f32(long kc, const float* __restrict A, long 
 template <bool kDp = false, int R = kMR, int NV = kNV>
 TW_CPU_INLINE void ukr_f32_rows(int mr, long kc, const float* A, long as, const float* B, long bs,
                                 float* C, long ldc, bool acc, int nr, const char* pf2 = nullptr,
-                                long pf2_lines = 0, bool first = true) {
+                                long pf2_lines = 0, bool first = true, RowsPrefetch* rw = nullptr, long rn = 0) {
   if (mr == R) {
-    if (kPackedBPrefetch || kDp || bs != kNR || first) ukr_f32<R, kDp, NV>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
-    else ukr_f32<R, kDp, NV, false>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+    if (kPackedBPrefetch || kDp || bs != kNR || first)
+      ukr_f32<R, kDp, NV>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines, rw, rn);
+    else ukr_f32<R, kDp, NV, false>(kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines, rw, rn);
   }
-  else if constexpr (R > 1) ukr_f32_rows<kDp, R - 1, NV>(mr, kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines, first);
+  else if constexpr (R > 1)
+    ukr_f32_rows<kDp, R - 1, NV>(mr, kc, A, as, B, bs, C, ldc, acc, nr, pf2, pf2_lines, first, rw, rn);
 }
 
 // A column tail of nr <= kColTail columns (the op zoo's matmul 1025x369x741 in 128-column blocks
@@ -990,7 +1074,8 @@ template <int R, bool kPfB = true>
 __attribute__((noinline)) void ukr_f32_ra(long kc, const float* __restrict A, long lda,
                                           const float* __restrict B, long bs,
                                           float* __restrict C, long ldc, bool acc, int nr,
-                                          const char* pf2 = nullptr, long pf2_lines = 0) {
+                                          const char* pf2 = nullptr, long pf2_lines = 0,
+                                          RowsPrefetch* rw = nullptr, long rn = 0) {
   using simd::vf;
   constexpr int NG = (R + 3) / 4;
   const float* a[NG];
@@ -1002,6 +1087,7 @@ __attribute__((noinline)) void ukr_f32_ra(long kc, const float* __restrict A, lo
 
   const long pfd = bs == kNR ? 8 * kNR : 2 * kNR;  // B's prefetch distance, as in ukr_f32
   const long k_c = kRaLateK < 0 ? -1 : kc > kRaLateK ? kc - kRaLateK : 0;  // C's rows requested (kRaLateK)
+  RowsPrefetch w = rn ? *rw : RowsPrefetch{};  // rn lines of the next tiles' rows, one a k step
   for (long k = 0; k < kc; ++k) {
     if constexpr (kRaLateK >= 0)
       if (k == k_c) prefetch_c<R, kNV * kVF>(C, ldc);
@@ -1020,8 +1106,10 @@ __attribute__((noinline)) void ukr_f32_ra(long kc, const float* __restrict A, lo
       for (int v = 0; v < kNV; ++v) c[i][v] = simd::fma(s, b[v], c[i][v]);
     }
     if (k < pf2_lines) __builtin_prefetch(pf2 + 64 * k, 0, 2);
+    if (k < rn) w.line();
     B += bs;
   }
+  if (rn) *rw = w;
 
   store_acc<R>(c, C, ldc, acc, nr);
 }
@@ -1030,12 +1118,13 @@ __attribute__((noinline)) void ukr_f32_ra(long kc, const float* __restrict A, lo
 template <int R = kMR>
 TW_CPU_INLINE void ukr_f32_ra_rows(int mr, long kc, const float* A, long lda, const float* B, long bs,
                                    float* C, long ldc, bool acc, int nr, const char* pf2 = nullptr,
-                                   long pf2_lines = 0, bool first = true) {
+                                   long pf2_lines = 0, bool first = true, RowsPrefetch* rw = nullptr, long rn = 0) {
   if (mr == R) {
-    if (kPackedBPrefetch || bs != kNR || first) ukr_f32_ra<R>(kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
-    else ukr_f32_ra<R, false>(kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines);
+    if (kPackedBPrefetch || bs != kNR || first) ukr_f32_ra<R>(kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines, rw, rn);
+    else ukr_f32_ra<R, false>(kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines, rw, rn);
   }
-  else if constexpr (R > 1) ukr_f32_ra_rows<R - 1>(mr, kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines, first);
+  else if constexpr (R > 1)
+    ukr_f32_ra_rows<R - 1>(mr, kc, A, lda, B, bs, C, ldc, acc, nr, pf2, pf2_lines, first, rw, rn);
 }
 
 template <class TC>
@@ -1373,30 +1462,6 @@ struct NextPrefetch {
     lines[n - 1] -= *m;
     if (lines[n - 1] == 0) --n;
     return q;
-  }
-};
-
-// The rows of a strided source range fetched into L2 a few rows at a time: step() is called
-// before each micro-kernel call and requests the next `per` rows (every cache line of each), so
-// that the whole range is requested by the end of the current gemm call. For a tile program's
-// next K step, whose A or B tile this call does not pack but the next call will: its rows lie
-// far apart in the source (64 rows of 512 bytes 64 KiB apart for the op zoo's large-K A tile),
-// a pattern the hardware prefetchers do not follow, so packing them on demand waits on memory.
-// Addresses are integers: the range may lie past the operand (the last K step's "next" tile).
-struct RowsPrefetch {
-  uintptr_t base = 0;
-  long ld = 0, bytes = 0;
-  int rows = 0, next = 0, per = 0;
-  void set(uintptr_t b, long ld_bytes, int nrows, long row_bytes, long steps) {
-    base = b;
-    ld = ld_bytes;
-    rows = nrows;
-    bytes = row_bytes;
-    next = 0;
-    per = (int)((nrows + steps - 1) / (steps > 0 ? steps : 1));
-  }
-  TW_CPU_INLINE void step() {
-    for (int q = 0; q < per && next < rows; ++q, ++next) prefetch_l2(base + (uintptr_t)(next * ld), bytes);
   }
 };
 
@@ -2074,7 +2139,7 @@ TW_CPU_INLINE BandTile band_tile(const Band& b, long r0, int h, long j0, int nr,
 template <bool kDp>
 TW_CPU_INLINE void band_halves(const Band& band, long r0, int h, long j0, int nr, long pc, int kc, int kwc,
                                const float* a, const float* bp, float* cp, long ldc, bool acc, const char* q,
-                               long m) {
+                               long m, RowsPrefetch* rw, long rn, bool first) {
   const BandTile tl = band_tile(band, r0, h, j0, nr < kVF ? nr : kVF, pc, kc);
   const BandTile tr = nr > kVF ? band_tile(band, r0, h, j0 + kVF, nr - kVF, pc, kc) : BandTile{true, 0, 0, 0, 0};
   int a0 = tl.i0, a1 = tl.i1, b0 = tr.i0, b1 = tr.i1;
@@ -2084,22 +2149,27 @@ TW_CPU_INLINE void band_halves(const Band& band, long r0, int h, long j0, int nr
     if (b0 - a0 < kSplitBelow) b0 = a0;
     if (b1 - a1 < kSplitBelow) a1 = b1;
   }
-  // half: 0 both, 1 left, 2 right; the next calls' prefetch lines (q) go with the first call
+  // half: 0 both, 1 left, 2 right; the next calls' prefetch lines (q) and rows (rn of rw) go with
+  // the first call
   auto call = [&](int i, int n, int half) {
     if (n <= 0) return;
     const int off = half == 2 ? kVF : 0;
     const int w = half == 0 ? nr : half == 1 ? (nr < kVF ? nr : kVF) : nr - kVF;
     const long lines = m < kwc ? m : kwc;
     if (half == 0)
-      ukr_f32_rows<kDp>(n, kwc, a + i, kMR, bp + off, kNR, cp + (long)i * ldc + off, ldc, acc, w, q, lines);
+      ukr_f32_rows<kDp>(n, kwc, a + i, kMR, bp + off, kNR, cp + (long)i * ldc + off, ldc, acc, w, q, lines, first,
+                        rw, rn);
     else
-      ukr_f32_rows<kDp, kMR, 1>(n, kwc, a + i, kMR, bp + off, kNR, cp + (long)i * ldc + off, ldc, acc, w, q, lines);
+      ukr_f32_rows<kDp, kMR, 1>(n, kwc, a + i, kMR, bp + off, kNR, cp + (long)i * ldc + off, ldc, acc, w, q, lines,
+                                first, rw, rn);
     q = nullptr;
     m = 0;
+    rn = 0;
   };
   call(a0, b0 - a0, 1);
   call(b0, a1 - b0, 0);
   call(a1, b1 - a1, 2);
+  rw->lines(rn);  // no call (none of the tile's rows reach a diagonal)
 }
 
 template <class T>
@@ -2267,13 +2337,14 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
   if (a_direct) ++a_in_place_calls();
   // This call packed A into the cache, so the next call (the next K step of the same rows) will
   // most likely pack the A tile right behind it: fetch its source rows during this call.
-  RowsPrefetch pfa;
+  // (The next tiles' source rows, A's here and B's below: one RowsPrefetch for both.)
+  RowsPrefetch rp;
   const long pfa_steps = (long)((N + kNR - 1) / kNR) * ((M + kMR - 1) / kMR);
   const bool a_rows = a_packed && !transA && lda == K;  // whole rows: the next tile is the next rows
   if (a_filled && !a_rows) {
     const uintptr_t a0 = (uintptr_t)A, es = sizeof(T);
-    if (transA) pfa.set(a0 + (uintptr_t)K * lda * es, lda * (long)es, K, (long)M * es, pfa_steps);
-    else pfa.set(a0 + (uintptr_t)K * es, lda * (long)es, M, (long)K * es, pfa_steps);
+    if (transA) rp.add(a0 + (uintptr_t)K * lda * es, lda * (long)es, K, (long)M * es);
+    else rp.add(a0 + (uintptr_t)K * es, lda * (long)es, M, (long)K * es);
   }
   if (a_rows) {
     // A run of calls on one such tile is most likely followed by a run on the next M rows, as
@@ -2292,9 +2363,10 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
     if (left >= 0 && left < 4) {
       const int r0 = M * (3 - left) / 4, r1 = M * (4 - left) / 4;
       const uintptr_t es = sizeof(T);  // integer addresses: the rows may lie past the operand
-      pfa.set((uintptr_t)A + (uintptr_t)(M + r0) * lda * es, lda * (long)es, r1 - r0, (long)K * es, pfa_steps);
+      rp.add((uintptr_t)A + (uintptr_t)(M + r0) * lda * es, lda * (long)es, r1 - r0, (long)K * es);
     }
   }
+  rp.spread(pfa_steps);
   for (int jc = 0; jc < N; jc += kNC) {
     int nc = N - jc < kNC ? N - jc : kNC;
     for (int pc = 0; pc < K; pc += KC) {
@@ -2309,13 +2381,16 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
       // in a loop of small gemms (a tile program), exactly the B tile of its next call. Not
       // when this call found its panel shared and packed: the next one most likely is too
       // (fetched by NextPrefetch above); when this call packed it, the next one is likely not.
-      RowsPrefetch pfb;
+      // (Added to rp after what is left of A's rows, and requested by the end of this block's
+      // first row block.)
       const long pfb_steps = (long)((nc + kNR - 1) / kNR) * ((mcmax + kMR - 1) / kMR);
+      const bool pfb = (!transB && (!Bshared || b_filled)) || (!bk && b_filled);
       if (!transB && (!Bshared || b_filled))
-        pfb.set((uintptr_t)B + ((uintptr_t)(pc + kc) * ldb + jc) * sizeof(T), ldb * (long)sizeof(T), kc,
-                (long)nc * sizeof(T), pfb_steps);
+        rp.add((uintptr_t)B + ((uintptr_t)(pc + kc) * ldb + jc) * sizeof(T), ldb * (long)sizeof(T), kc,
+               (long)nc * sizeof(T));
       else if (!bk && b_filled)  // the next key tile's rows (bn), which the next call packs
-        pfb.set((uintptr_t)bn, ldb * (long)sizeof(T), N, (long)K * sizeof(T), pfb_steps);
+        rp.add((uintptr_t)bn, ldb * (long)sizeof(T), N, (long)K * sizeof(T));
+      if (pfb) rp.spread(pfb_steps);
       for (int ic = 0; ic < M; ic += kMC) {
         int mc = M - ic < kMC ? M - ic : kMC;
         const float* ap = Ap;
@@ -2327,8 +2402,7 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
           if (nr <= kColTail && !kDp && !band.kind && !a_direct) {  // a narrow column tail: ukr_f32_cols
             const int np = (mc + kMR - 1) / kMR;
             for (int p = 0; p < np; ++p) {  // the prefetches the panels' ukr_f32 calls would issue
-              pfb.step();
-              pfa.step();
+              rp.step();
               long m = 0;
               const char* q = pf.take(&m);
               for (long l = 0; l < m && l < kwc; ++l) __builtin_prefetch(q + 64 * l, 0, 2);
@@ -2343,10 +2417,10 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
             }
             continue;
           }
+          bool first = true;  // the strip's first computed panel (it requests B: kPackedBPrefetch)
           for (int ir = 0; ir < mc; ir += kMR) {
             const PanelRows pr = panel_rows(mc, ir / kMR);
-            pfb.step();
-            pfa.step();
+            if constexpr (!kRowsInKernel) rp.step();  // else the micro-kernel call takes its share
             long m = 0;
             const char* q = pf.take(&m);
             float* cp = C + (long)(ic + pr.r0) * ldc + jc + jr;
@@ -2355,11 +2429,13 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
               const BandTile t = band_tile(band, ic + pr.r0, pr.h, jc + jr, nr, pc, kc);
               if (t.skip) {  // a_band overwriting C: the tile's product is 0; c_band: left unwritten
                 if (!acc && band.kind == 1) scale_zero(pr.h, nr, cp, ldc);
+                if constexpr (kRowsInKernel) rp.due += rp.per;  // its lines go with the next calls
                 continue;
               }
               if (band.kind == 2 && !a_direct) {  // c_band on packed A: per column half (kVF columns)
                 band_halves<kDp>(band, ic + pr.r0, pr.h, jc + jr, nr, pc, kc, kwc, ap + (long)ir * kwc, bp, cp, ldc,
-                                 acc, q, m);
+                                 acc, q, m, &rp, kRowsInKernel ? rp.take(kwc) : 0, first);
+                first = false;
                 continue;
               }
               ks = t.k0 / G;
@@ -2372,19 +2448,24 @@ void gemm_f32(int M, int N, int K, const T* A, long lda, bool transA, const T* B
               }
               cp += (long)i0 * ldc;
             }
+            const long rn = kRowsInKernel ? rp.take(kn) : 0;
+            const bool f = first;
+            first = false;
             if constexpr (same<T, float>)
               if (a_direct) {
                 ukr_f32_ra_rows(h, kn, (const float*)A + (long)(ic + pr.r0 + i0) * lda + pc + ks, lda,
-                                bp + (long)ks * kNR, kNR, cp, ldc, acc, nr, q, m < kn ? m : kn, ir == 0);
+                                bp + (long)ks * kNR, kNR, cp, ldc, acc, nr, q, m < kn ? m : kn, f, &rp, rn);
                 continue;
               }
             ukr_f32_rows<kDp>(h, kn, ap + (long)ir * kwc + (long)ks * kMR + i0, kMR, bp + (long)ks * kNR, kNR,
-                              cp, ldc, acc, nr, q, m < kn ? m : kn, ir == 0);
+                              cp, ldc, acc, nr, q, m < kn ? m : kn, f, &rp, rn);
           }
         }
       }
+      if (pfb) rp.finish();  // what the calls could not take (at most a k step each)
     }
   }
+  rp.finish();
 }
 
 // ================================================================ int8 path
