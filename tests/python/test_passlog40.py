@@ -18,6 +18,9 @@ from ascend_util import TARGET  # noqa: E402
 
 
 def _nested(fn, depth, n, dt):
+    """fn depth times (depth 1, 2, 3, 4 or 5); fn may be a tuple of five functions, the innermost first."""
+    f1, f2, f3, f4, f5 = fn if isinstance(fn, tuple) else (fn,) * 5
+
     @T.prim_func
     def main(X: T.Tensor((n,), dt), Y: T.Tensor((n,), dt)):
         with T.Kernel(1) as b:
@@ -25,13 +28,15 @@ def _nested(fn, depth, n, dt):
             T.copy(X, x)
             for i in T.Parallel(n):
                 if depth == 1:
-                    x[i] = fn(x[i])
+                    x[i] = f1(x[i])
                 elif depth == 2:
-                    x[i] = fn(fn(x[i]))
+                    x[i] = f2(f1(x[i]))
                 elif depth == 3:
-                    x[i] = fn(fn(fn(x[i])))
+                    x[i] = f3(f2(f1(x[i])))
+                elif depth == 4:
+                    x[i] = f4(f3(f2(f1(x[i]))))
                 else:
-                    x[i] = fn(fn(fn(fn(fn(x[i])))))
+                    x[i] = f5(f4(f3(f2(f1(x[i])))))
             T.copy(x, Y)
     return main
 

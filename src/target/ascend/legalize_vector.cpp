@@ -85,10 +85,34 @@ int64_t flag_chunk_rows(int64_t rows, int64_t cols, DType t) {
   return rc < rows ? rc : 0;
 }
 
-// Calls fn on every node of expression e (ir::for_each_expr walks statements).
+// Calls fn once on every distinct node of expression e, parents before children (a node several parents share, a
+// let's value substituted into its uses by rewrite_map_whole, is walked once: a tree walk of nested math's shared
+// arguments is exponential in the nesting depth, passlog41).
+template <class F>
+void for_each_subexpr(const std::vector<Expr>& es, F&& fn) {
+  struct V : ir::Visitor {
+    F& f;
+    std::unordered_set<const ir::ExprNode*> seen;
+    explicit V(F& g) : f(g) {}
+    void visit(const Expr& x) override {
+      if (!seen.insert(x.get()).second) return;
+      f(x);
+      ir::Visitor::visit(x);
+    }
+    using ir::Visitor::visit;
+  } v(fn);
+  for (const auto& e : es) v.visit(e);
+}
 template <class F>
 void for_each_subexpr(const Expr& e, F&& fn) {
-  ir::for_each_expr(std::make_shared<ir::LetNode>(ir::var("_"), e, Span{}), fn);
+  for_each_subexpr(std::vector<Expr>{e}, fn);
+}
+// (a store's indices, then its value)
+template <class F>
+void for_each_subexpr(const ir::StoreNode& st, F&& fn) {
+  std::vector<Expr> es = st.indices;
+  es.push_back(st.value);
+  for_each_subexpr(es, fn);
 }
 // True when some node of expression e satisfies pred.
 template <class P>
@@ -336,6 +360,7 @@ class MapLowering {
   Span sp_;
   std::vector<Node> nodes_;
   std::vector<std::pair<Expr, int>> memo_;  // built subexpressions (structural_equal: vars by identity)
+  std::unordered_map<const ir::ExprNode*, std::pair<Expr, int>> memo_at_;  // memo_ by node (held): a shared one found at once
   std::vector<std::pair<const ir::VarNode*, Expr>> lets_;
   bool single_f16_ = false;  // the store is one float16 +, -, * (MapLowering::store)
   const ir::StoreNode* store_st_ = nullptr;  // the store being lowered (index_mask: in place or not)
@@ -1555,12 +1580,18 @@ void replace_all(std::vector<std::shared_ptr<ir::StoreNode>>& stores, const std:
   if (m.empty()) return;
   struct Share : ir::Mutator {
     const std::vector<std::pair<Expr, Expr>>& m;
+    // by node (held): a node several parents share is rewritten once (for_each_subexpr)
+    std::unordered_map<const ir::ExprNode*, std::pair<Expr, Expr>> done;
     explicit Share(const std::vector<std::pair<Expr, Expr>>& m) : m(m) {}
     using ir::Mutator::mutate;
     Expr mutate(const Expr& x) override {
+      if (auto d = done.find(x.get()); d != done.end()) return d->second.second;
+      Expr r;
       for (const auto& [from, to] : m)
-        if (ir::structural_equal(from, x)) return to;
-      return ir::Mutator::mutate(x);
+        if (!r && ir::structural_equal(from, x)) r = to;
+      if (!r) r = ir::Mutator::mutate(x);
+      done[x.get()] = {x, r};
+      return r;
     }
   } share(m);
   for (auto& st : stores) st = std::make_shared<ir::StoreNode>(st->buffer, st->indices, share.mutate(st->value), st->span);
@@ -1661,7 +1692,7 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
     };
     std::vector<std::pair<Expr, Expr>> cols;  // (the column read, the 1-D tile's element)
     for (const auto& st : stores)
-      ir::for_each_expr(st, [&](const Expr& x) {
+      for_each_subexpr(*st, [&](const Expr& x) {
         if (!column(x) || std::any_of(cols.begin(), cols.end(), [&](const auto& c) { return ir::structural_equal(c.first, x); }))
           return;
         const Buffer& src = as<ir::LoadNode>(x)->buffer;
@@ -1680,7 +1711,7 @@ std::vector<Stmt> Legalizer::rewrite_map_whole(const std::vector<Var>& vars, con
     std::vector<int> users;
     for (const auto& st : stores) {
       std::vector<Expr> here;
-      ir::for_each_expr(st, [&](const Expr& x) {
+      for_each_subexpr(*st, [&](const Expr& x) {
         if (!is_gather(x, vars)) return;
         for (const auto& h : here)
           if (ir::structural_equal(h, x)) return;
@@ -2193,7 +2224,7 @@ bool MapLowering::past_scalar(int x) const {
 // x * 2^n, exact or an overflow report) or + - * & | ^ with a constant past int32, seen unwrapped (a
 // comparison, // %, T.max, a float cast) is an error.
 void MapLowering::unstored_past_int32(const Expr& e, bool wraps) {
-  (wraps ? wrapped_ : seen_).insert(e.get());
+  if (!(wraps ? wrapped_ : seen_).insert(e.get()).second) return;  // (a shared node, walked as it was before)
   auto data = [](const Expr& x) { return has_load(x); };
   auto past = [](const Expr& c) {  // a constant past int32 (a let's or an index's range is not known here)
     auto v = ir::arith::literal(c);
@@ -2401,7 +2432,9 @@ bool MapLowering::elem_past_int32(const Expr& e) const {
       default: return false;
     }
   };
+  std::unordered_set<const ir::ExprNode*> walked;  // (a node walked before gave false: a true ends the walk)
   std::function<bool(const Expr&)> walk = [&](const Expr& x) -> bool {
+    if (!walked.insert(x.get()).second) return false;
     switch (x->kind) {
       case ir::ExprKind::Binary: {
         auto* b = as<ir::BinaryNode>(x);
@@ -3058,10 +3091,18 @@ int MapLowering::call(ir::MathFn fn, int a, const Span& sp) {
 }
 
 int MapLowering::build(const Expr& e) {
-  for (const auto& [seen, id] : memo_)  // (the same value where wrapped and where seen: built apart)
-    if (ir::structural_equal(seen, e) && is_wrapped(seen) == is_wrapped(e)) return id;
-  int id = build_uncached(e);
-  memo_.emplace_back(e, id);
+  if (auto m = memo_at_.find(e.get()); m != memo_at_.end()) return m->second.second;
+  int id = -1;
+  for (const auto& [seen, at] : memo_)  // (the same value where wrapped and where seen: built apart)
+    if (ir::structural_equal(seen, e) && is_wrapped(seen) == is_wrapped(e)) {
+      id = at;
+      break;
+    }
+  if (id < 0) {
+    id = build_uncached(e);
+    memo_.emplace_back(e, id);
+  }
+  memo_at_[e.get()] = {e, id};
   return id;
 }
 
@@ -3764,6 +3805,7 @@ void MapLowering::store(const ir::StoreNode* st, std::vector<Stmt>& out, double 
   nodes_.clear();
   ranges_.clear();
   memo_.clear();
+  memo_at_.clear();
   spans_.clear();
   // The destination must be a tile element indexed by every loop variable.
   {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -92,29 +93,31 @@ inline ir::Expr reduce_identity(ir::ReduceKind k, ir::DType t, const ir::Span& s
 // its tensor without an error of the program (review34 R1), so only the reads in `out` are checked per
 // dimension (select_instructions' DimIndex, a staged window's checks: CopyNode::checked).
 inline void unguarded_loads(const ir::Expr& e, std::unordered_set<std::string>& out, bool guarded = false) {
-  switch (e->kind) {
-    case ir::ExprKind::Load:
-      if (!guarded) out.insert(ir::print(e));
-      for (const ir::Expr& i : ir::as<ir::LoadNode>(e)->indices) unguarded_loads(i, out, guarded);
-      return;
-    case ir::ExprKind::Select: {
-      auto* s = ir::as<ir::SelectNode>(e);
-      unguarded_loads(s->cond, out, guarded), unguarded_loads(s->t, out, true), unguarded_loads(s->f, out, true);
-      return;
+  if (guarded) return;  // (a guarded read's own indices are guarded too)
+  std::unordered_set<const ir::ExprNode*> seen;  // each node once: nested math shares its arguments (passlog41)
+  std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& x) {
+    if (!seen.insert(x.get()).second) return;
+    switch (x->kind) {
+      case ir::ExprKind::Load:
+        out.insert(ir::print(x));
+        for (const ir::Expr& i : ir::as<ir::LoadNode>(x)->indices) walk(i);
+        return;
+      case ir::ExprKind::Select: return walk(ir::as<ir::SelectNode>(x)->cond);  // (its arms are guarded)
+      case ir::ExprKind::Binary: {
+        auto* b = ir::as<ir::BinaryNode>(x);
+        walk(b->a);
+        if (b->op != ir::BinOp::And && b->op != ir::BinOp::Or) walk(b->b);
+        return;
+      }
+      case ir::ExprKind::Unary: return walk(ir::as<ir::UnaryNode>(x)->a);
+      case ir::ExprKind::Cast: return walk(ir::as<ir::CastNode>(x)->value);
+      case ir::ExprKind::Call:
+        for (const ir::Expr& a : ir::as<ir::CallNode>(x)->args) walk(a);
+        return;
+      default: return;
     }
-    case ir::ExprKind::Binary: {
-      auto* b = ir::as<ir::BinaryNode>(e);
-      unguarded_loads(b->a, out, guarded);
-      unguarded_loads(b->b, out, guarded || b->op == ir::BinOp::And || b->op == ir::BinOp::Or);
-      return;
-    }
-    case ir::ExprKind::Unary: return unguarded_loads(ir::as<ir::UnaryNode>(e)->a, out, guarded);
-    case ir::ExprKind::Cast: return unguarded_loads(ir::as<ir::CastNode>(e)->value, out, guarded);
-    case ir::ExprKind::Call:
-      for (const ir::Expr& a : ir::as<ir::CallNode>(e)->args) unguarded_loads(a, out, guarded);
-      return;
-    default: return;
-  }
+  };
+  walk(e);
 }
 
 }  // namespace tw::ascend
