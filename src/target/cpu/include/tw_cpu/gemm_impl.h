@@ -596,7 +596,7 @@ TW_CPU_INLINE void prefetch_l2(uintptr_t p, long bytes) {
 // call: a prefetch that misses holds a fill buffer until its line arrives, and ~50 of them issued
 // at once (a 32 KiB key tile over one flash call's 10 micro-kernel calls) stalled on the buffers
 // (45% of gemm_f32's samples in masked prefill's window kernel on a Sapphire Rapids core sat behind
-// those bursts: docs/performance.md "Session 41: the next tiles' rows, a line per k step").
+// those bursts: docs/performance.md "Session 41: the merged tree, quiet; the gemm's spread row prefetch").
 // Elsewhere (AVX2, Zen 4: not measured) step() requests a call's share at once before it, as
 // before. Addresses are integers: a range may lie past the operand (the last K step's "next" tile).
 struct RowsPrefetch {
